@@ -1,0 +1,53 @@
+"""transformer_course: the Transformer built from scratch, one module per chapter of the course.
+
+    import transformer_course as tc
+
+Modules in chapter order (each imports only earlier ones): mlp, attention, masks, multihead, ffn,
+norm, residual, embedding, encoder, decoder, model, decoding, training, data, checkpoint.
+Tensors are batch-first (B, T, D); masks are bool with True = may attend.
+"""
+
+from .attention import fused_attention, scaled_dot_product_attention
+from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from .data import SEED_PAIRS, Batch, ParallelCorpus, Vocab, make_batch
+from .decoder import Decoder, DecoderLayer, KVCache
+from .decoding import beam_search, greedy_decode, sequence_log_prob
+from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
+from .encoder import Encoder, EncoderLayer
+from .ffn import PositionwiseFeedForward
+from .masks import causal_mask, combine_masks, from_hide_mask, from_keep_mask, padding_mask
+from .mlp import MLP, collapse_linear
+from .model import Transformer, count_parameters
+from .multihead import MultiHeadAttention, keep_attention_weights, merge_heads, split_heads
+from .norm import LayerNorm, RMSNorm
+from .residual import SublayerConnection
+from .training import (
+    History,
+    LabelSmoothingLoss,
+    fit,
+    get_device,
+    noam_lr,
+    noam_scheduler,
+    set_seed,
+    set_threads,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MLP", "collapse_linear",
+    "scaled_dot_product_attention", "fused_attention",
+    "causal_mask", "padding_mask", "combine_masks", "from_hide_mask", "from_keep_mask",
+    "MultiHeadAttention", "split_heads", "merge_heads", "keep_attention_weights",
+    "PositionwiseFeedForward",
+    "LayerNorm", "RMSNorm",
+    "SublayerConnection",
+    "TokenEmbedding", "sinusoidal_positional_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
+    "EncoderLayer", "Encoder",
+    "DecoderLayer", "Decoder", "KVCache",
+    "Transformer", "count_parameters",
+    "greedy_decode", "beam_search", "sequence_log_prob",
+    "noam_lr", "noam_scheduler", "LabelSmoothingLoss", "fit", "History", "set_seed", "get_device", "set_threads",
+    "Vocab", "ParallelCorpus", "Batch", "make_batch", "SEED_PAIRS",
+    "Checkpoint", "save_checkpoint", "load_checkpoint",
+]  # fmt: skip

@@ -1,0 +1,36 @@
+"""Argument checks shared by every module: each error names the argument and what was expected."""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_positive_int(value, name: str) -> int:
+    """Return `value` if it is a positive int, else raise an error that names the argument."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name}={value} must be a positive integer")
+    return value
+
+
+def check_probability(value, name: str) -> float:
+    """Return `value` if it is a probability in [0, 1), else raise an error that names the argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name}={value} must be in [0, 1)")
+    return float(value)
+
+
+def check_tensor(x, name: str, ndim: int | None = None, floating: bool | None = None) -> torch.Tensor:
+    """Return `x` if it is a tensor with `ndim` dimensions (and a float or integer dtype, when asked)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if ndim is not None and x.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
+    if floating is True and not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if floating is False and (x.is_floating_point() or x.dtype == torch.bool or x.is_complex()):
+        raise TypeError(f"{name} must be an integer tensor of token ids, got dtype {x.dtype}")
+    return x

@@ -1,0 +1,132 @@
+"""Chapter 11: the full Transformer (Vaswani et al., 2017): embeddings, encoder, decoder, projection.
+
+    src (B, S) ─ embed·√d + PE ─ Encoder ─────────────── memory (B, S, D)
+                                                              │
+    tgt_in (B, T) ─ embed·√d + PE ─ Decoder(·, memory) ─ Linear ─ logits (B, T, V_tgt)
+
+`tgt_in` is the target shifted right (`<sos> y_1 .. y_{n-1}`); the logits at position t predict
+y_t. With `share_embeddings=True` the source embedding, the target embedding and the output
+projection are one matrix (paper §3.4), which needs one vocabulary for both languages.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._validate import check_positive_int, check_tensor
+from .decoder import Decoder, KVCache
+from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding
+from .encoder import Encoder
+from .masks import causal_mask, combine_masks, padding_mask
+
+POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding}
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer. forward(src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size)."""
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        max_len: int = 5000,
+        norm_first: bool = False,
+        share_embeddings: bool = False,
+        pad_id: int = 0,
+        activation: str = "relu",
+        positional: str = "sinusoidal",
+    ):
+        super().__init__()
+        check_positive_int(src_vocab_size, "src_vocab_size")
+        check_positive_int(tgt_vocab_size, "tgt_vocab_size")
+        if share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ValueError(
+                f"share_embeddings=True needs one vocabulary, got src_vocab_size={src_vocab_size} "
+                f"and tgt_vocab_size={tgt_vocab_size}"
+            )
+        smallest_vocab = min(src_vocab_size, tgt_vocab_size)
+        if isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < smallest_vocab:
+            raise ValueError(f"pad_id={pad_id!r} must be an int id inside both vocabularies")
+        if positional not in POSITIONAL:
+            raise ValueError(f"positional={positional!r} is not one of {sorted(POSITIONAL)}")
+        self.config = dict(
+            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model, n_heads=n_heads,
+            n_layers=n_layers, d_ff=d_ff, dropout=dropout, max_len=max_len, norm_first=norm_first,
+            share_embeddings=share_embeddings, pad_id=pad_id, activation=activation, positional=positional,
+        )  # fmt: skip
+        self.pad_id = pad_id
+        self.src_embed = TokenEmbedding(src_vocab_size, d_model)
+        self.tgt_embed = TokenEmbedding(tgt_vocab_size, d_model)
+        self.positions = POSITIONAL[positional](d_model, max_len, dropout)
+        self.encoder = Encoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first, activation)
+        self.decoder = Decoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first, activation)
+        self.generator = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self._init_weights()
+        if share_embeddings:
+            self.tgt_embed.weight = self.src_embed.weight
+            self.generator.weight = self.src_embed.weight
+
+    def _init_weights(self) -> None:
+        # Xavier-uniform on every matrix, as in the reference implementations; biases stay as built.
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and not name.startswith("positions"):
+                nn.init.xavier_uniform_(p)
+
+    def _check_tokens(self, tokens, name: str) -> None:
+        check_tensor(tokens, name, ndim=2, floating=False)
+        if tokens.shape[1] == 0:
+            raise ValueError(f"{name} is empty: expected shape (B, T) with T >= 1")
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """src (B, S) token ids -> memory (B, S, d_model)."""
+        self._check_tokens(src, "src")
+        x = self.positions(self.src_embed(src))
+        return self.encoder(x, padding_mask(src, self.pad_id))
+
+    def decode(
+        self,
+        tgt_in: torch.Tensor,
+        memory: torch.Tensor,
+        src: torch.Tensor,
+        cache: KVCache | None = None,
+    ) -> torch.Tensor:
+        """Logits (B, T, V) for the decoder input tgt_in (B, T), given the encoder's memory of src.
+
+        With a `cache`, tgt_in is the whole prefix but only positions from `cache.length` on are
+        computed, and only their logits are returned (B, T - cache.length, V).
+        """
+        self._check_tokens(tgt_in, "tgt_in")
+        self._check_tokens(src, "src")
+        if not (tgt_in.shape[0] == memory.shape[0] == src.shape[0]):
+            raise ValueError(
+                f"tgt_in, memory and src must share the batch size, got "
+                f"{tgt_in.shape[0]}, {memory.shape[0]} and {src.shape[0]}"
+            )
+        start = 0 if cache is None else cache.length
+        if start >= tgt_in.shape[1]:
+            raise ValueError(f"tgt_in has {tgt_in.shape[1]} positions, all already in the cache (length {start})")
+        length = tgt_in.shape[1]
+        x = self.positions(self.tgt_embed(tgt_in[:, start:]), offset=start)
+        # Rows start.. of the causal mask: the new positions see every cached one and themselves.
+        tgt_mask = combine_masks(padding_mask(tgt_in, self.pad_id), causal_mask(length, device=tgt_in.device)[start:])
+        h = self.decoder(x, memory, tgt_mask, padding_mask(src, self.pad_id), cache)
+        return self.generator(h)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        if src.shape[0] != tgt_in.shape[0]:
+            raise ValueError(f"src and tgt_in must share the batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
+        return self.decode(tgt_in, self.encode(src), src)
+
+    def new_cache(self) -> KVCache:
+        return KVCache(len(self.decoder.layers))
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters, each shared (tied) tensor counted once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
