@@ -51,10 +51,6 @@ class TokenEmbedding(nn.Module):
     def weight(self) -> nn.Parameter:
         return self.embedding.weight
 
-    @weight.setter
-    def weight(self, value: nn.Parameter) -> None:
-        self.embedding.weight = value
-
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         check_tensor(tokens, "tokens", ndim=2, floating=False)
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):

@@ -9,6 +9,7 @@ shape (B, T, d_model), so layers stack.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ._validate import check_positive_int
@@ -20,10 +21,12 @@ from .residual import SublayerConnection
 
 def torch_activation_name(m: nn.Module) -> str:
     """'relu' or 'gelu' for a torch.nn.Transformer{Encoder,Decoder}Layer, else a ValueError."""
-    kind = getattr(m, "activation_relu_or_gelu", 0)
-    if kind not in (1, 2):
-        raise ValueError(f"{type(m).__name__} uses an activation other than relu or gelu, which is not supported")
-    return "relu" if kind == 1 else "gelu"
+    act = m.activation
+    if act is F.relu or isinstance(act, nn.ReLU):
+        return "relu"
+    if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
+        return "gelu"
+    raise ValueError(f"{type(m).__name__} uses activation {act!r}; only relu and gelu are supported")
 
 
 def copy_torch_ffn(ffn: PositionwiseFeedForward, m: nn.Module) -> None:

@@ -69,7 +69,7 @@ class Transformer(nn.Module):
         self.generator = nn.Linear(d_model, tgt_vocab_size, bias=False)
         self._init_weights()
         if share_embeddings:
-            self.tgt_embed.weight = self.src_embed.weight
+            self.tgt_embed.embedding.weight = self.src_embed.weight
             self.generator.weight = self.src_embed.weight
 
     def _init_weights(self) -> None:
