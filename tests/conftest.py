@@ -15,6 +15,10 @@ settings.register_profile(
 )
 settings.load_profile("course")
 
+# Small models gain nothing from intra-op threads and lose a lot when the cores are shared (CI runs two
+# test workers on two cores): one thread per test process.
+torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def _seed():

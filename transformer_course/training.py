@@ -155,11 +155,11 @@ def fit(
         loss.backward()
         if clip_grad is not None:
             nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
+        history.lrs.append(optimizer.param_groups[0]["lr"])  # the rate this step uses (before the scheduler moves)
         optimizer.step()
         if scheduler is not None:
             scheduler.step()
         history.steps += 1
-        history.lrs.append(optimizer.param_groups[0]["lr"])
         bar.update(1)
         bar.set_postfix(loss=f"{history.losses[-1]:.3f}", refresh=False)
         if evaluate is not None and (history.steps % eval_every == 0 or history.steps == steps):

@@ -1,0 +1,178 @@
+"""`python -m transformer_course.translate`: train, translate, and a one-line error for every bad input.
+
+Every command runs in a subprocess, the way a reader runs it, in a temporary working directory (so
+the default checkpoint path, checkpoints/zh_en.pt, is exercised without touching the repository).
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import transformer_course as tc
+from transformer_course import datasets, translate
+
+
+def run(cwd, *args, timeout=120):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8"}
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_course.translate", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
+    )
+
+
+def assert_one_line_error(proc, *fragments, code=None):
+    assert proc.returncode != 0 if code is None else proc.returncode == code, proc
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert proc.stdout == ""
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A directory where `train` has run once with a small step budget (it stops early at 100 % validation)."""
+    path = tmp_path_factory.mktemp("cli")
+    proc = run(path, "train", "--steps", "300", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return path, proc
+
+
+def test_train_shows_progress_saves_and_reports(workdir):
+    path, proc = workdir
+    assert (path / "checkpoints" / "zh_en.pt").is_file()
+    assert "training" in proc.stderr and "it/s" in proc.stderr  # the tqdm bar
+    assert "Traceback" not in proc.stderr
+    match = re.search(r"exact match ([\d.]+) %, BLEU ([\d.]+)", proc.stdout)
+    assert match, proc.stdout
+    assert float(match[1]) >= 95.0  # the held-out test set: triples never seen in training
+    assert float(match[2]) >= 90.0
+
+
+def test_checkpoint_records_the_held_out_score(workdir):
+    path, _ = workdir
+    ckpt = translate.checkpoint.load_checkpoint(path / "checkpoints" / "zh_en.pt")
+    assert ckpt.extra["seed"] == 0
+    assert ckpt.extra["test_exact_match"] >= 0.95
+    # the checkpoint's model reproduces that score in this process
+    test_pairs = datasets.make_dataset(0).test_pairs
+    assert translate.evaluate(ckpt.model, ckpt, test_pairs).exact_match == pytest.approx(ckpt.extra["test_exact_match"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["咖哥 不 喜欢 他们"],
+        ["咖哥", "不", "喜欢", "他们"],  # unquoted words
+        ["咖哥不喜欢他们"],  # no spaces: segmented by longest match
+        ["咖哥 不 喜欢 他们", "--beam", "3"],
+    ],
+    ids=["quoted", "words", "unsegmented", "beam"],
+)
+def test_translate(workdir, args):
+    path, _ = workdir
+    proc = run(path, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "KaGe does not like them\n"
+    assert proc.stderr == ""
+
+
+def test_translate_a_held_out_sentence_with_every_phenomenon(workdir):
+    # A sentence of the test split: its (subject, verb, object) never occurred in training.
+    path, _ = workdir
+    dataset = datasets.make_dataset(0)
+    example = next(e for e in dataset.test if e.form == "very_question" and e.subject in ("他", "她"))
+    proc = run(path, example.src)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == example.tgt
+
+
+def test_words_lists_the_vocabulary(workdir):
+    path, _ = workdir
+    proc = run(path, "--words")
+    assert proc.returncode == 0
+    assert {"咖哥", "小冰", "喜欢", "不", "非常", "吗", "自己"} <= set(proc.stdout.split())
+
+
+def test_help_documents_both_commands(tmp_path):
+    proc = run(tmp_path, "--help")
+    assert proc.returncode == 0
+    assert "train" in proc.stdout and "SENTENCE" in proc.stdout and "--checkpoint" in proc.stdout
+    proc = run(tmp_path, "train", "--help")
+    assert proc.returncode == 0
+    assert "--steps" in proc.stdout and "--checkpoint" in proc.stdout
+
+
+def test_unknown_words_are_named(workdir):
+    path, _ = workdir
+    proc = run(path, "咖哥 喜欢 猫 和 狗")
+    assert_one_line_error(proc, "'猫'", "'和'", "'狗'", "known words include", "咖哥")
+
+
+@pytest.mark.parametrize("args", [["   "], []], ids=["blank", "none"])
+def test_empty_input(workdir, args):
+    path, _ = workdir
+    assert_one_line_error(run(path, *args), "empty", code=2)
+
+
+def test_missing_checkpoint_says_train_first(tmp_path):
+    proc = run(tmp_path, "咖哥 喜欢 小冰")
+    assert_one_line_error(proc, "no checkpoint", "train")
+    proc = run(tmp_path, "咖哥 喜欢 小冰", "--checkpoint", str(tmp_path / "nowhere.pt"))
+    assert_one_line_error(proc, "nowhere.pt", "train")
+
+
+def test_corrupt_checkpoints(workdir, tmp_path):
+    path, _ = workdir
+    good = (path / "checkpoints" / "zh_en.pt").read_bytes()
+    truncated, garbage, foreign = tmp_path / "truncated.pt", tmp_path / "garbage.pt", tmp_path / "foreign.pt"
+    truncated.write_bytes(good[: len(good) // 2])
+    garbage.write_bytes(b"this is not a checkpoint\n" * 10)
+    torch.save({"weights": torch.zeros(3)}, foreign)
+    for bad in (truncated, garbage, foreign):
+        assert_one_line_error(run(path, "咖哥 喜欢 小冰", "--checkpoint", str(bad)), bad.name, "checkpoint")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--bogus", "咖哥"], "unrecognized arguments"),
+        (["咖哥 喜欢 小冰", "--beam", "0"], "--beam"),
+        (["train", "--steps", "0"], "--steps"),
+    ],
+)
+def test_bad_options(workdir, args, fragment):
+    path, _ = workdir
+    assert_one_line_error(run(path, *args), fragment, code=2)
+
+
+def test_too_long_input(workdir):
+    path, _ = workdir
+    assert_one_line_error(run(path, " ".join(["他"] * 80)), "at most")
+
+
+def test_train_translator_behind_the_train_command():
+    # The function `train` calls, in process, with a tiny budget: the history the chapter plots.
+    result = translate.train_translator(seed=0, steps=20, eval_every=10, progress=False)
+    history, config = result.history, result.config
+    assert history.steps == len(history.losses) == len(history.lrs) == 20
+    assert [step for step, _ in history.evals] == [10, 20]
+    assert all(0.0 <= score <= 1.0 for _, score in history.evals)
+    assert history.lrs == pytest.approx([tc.noam_lr(i, config.d_model, config.warmup) for i in range(1, 21)])
+    assert history.losses[-1] < history.losses[0]
+    assert all(m.need_weights for m in result.model.modules() if isinstance(m, tc.MultiHeadAttention))
+    assert len(result.corpus) == len(result.dataset.train)
+    with pytest.raises(ValueError, match="eval_split"):
+        translate.train_translator(eval_split="train", steps=1, progress=False)
+    with pytest.raises(TypeError, match="d_modle"):
+        translate.train_translator(d_modle=32, steps=1, progress=False)
