@@ -115,3 +115,63 @@ def two_moons(n_samples: int = 200, noise: float = 0.1, seed: int = 0) -> tuple[
     x = torch.cat([top, bottom]) + noise * torch.randn(n_samples, 2, generator=g)
     y = torch.cat([torch.zeros(n_top, dtype=torch.long), torch.ones(n_bottom, dtype=torch.long)])
     return x, y
+
+
+def train_full_batch(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: str = "cross_entropy", steps: int = 500, lr: float = 0.03
+) -> list[float]:
+    """Train `model` with Adam on the whole data set at every step; returns the loss of each step.
+
+    loss="cross_entropy" for classification (y holds class ids), "mse" for regression (y like model(x)).
+    Small 2-D problems need no mini-batches: full-batch steps are fast and reproducible.
+    """
+    losses = {"cross_entropy": nn.functional.cross_entropy, "mse": nn.functional.mse_loss}
+    if loss not in losses:
+        raise ValueError(f"loss={loss!r} is not one of {sorted(losses)}")
+    check_positive_int(steps, "steps")
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} rows but y has {len(y)}")
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        value = losses[loss](model(x), y)
+        value.backward()
+        optimizer.step()
+        history.append(value.item())
+    model.eval()
+    return history
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    """The fraction of rows of x whose largest logit is at the class in y."""
+    return (model(x).argmax(-1) == y).float().mean().item()
+
+
+@torch.no_grad()
+def hinge_fit(x: torch.Tensor, y: torch.Tensor, width: int, low: float, high: float) -> MLP:
+    """A one-hidden-layer ReLU MLP (1 -> width -> 1) fitted to the curve y(x) without gradient descent.
+
+    Hidden unit i is relu(x - k_i): a hinge at k_i, with the `width` hinges evenly spaced on [low, high).
+    The output layer, a weighted sum of the hinges plus a constant, is solved by least squares.
+    This is the constructive idea behind universal approximation in one dimension: a ReLU network
+    of width n is a piecewise-linear function with n kinks, and more kinks follow the curve closer.
+    x and y are (N, 1); the returned MLP has x's dtype.
+    """
+    check_positive_int(width, "width")
+    if x.dim() != 2 or x.shape[1] != 1 or y.shape != x.shape:
+        raise ValueError(f"x and y must both have shape (N, 1), got {tuple(x.shape)} and {tuple(y.shape)}")
+    if not low < high:
+        raise ValueError(f"low={low} must be smaller than high={high}")
+    knots = torch.linspace(low, high, width + 1, dtype=x.dtype)[:-1]
+    model = MLP([1, width, 1]).to(x.dtype)
+    hidden, output = model.layers[0], model.layers[2]
+    hidden.weight.fill_(1.0)
+    hidden.bias.copy_(-knots)
+    features = torch.cat([torch.relu(x - knots), torch.ones_like(x)], dim=1)
+    solution = torch.linalg.lstsq(features, y).solution  # (width + 1, 1): hinge weights, then the constant
+    output.weight.copy_(solution[:-1].T)
+    output.bias.copy_(solution[-1])
+    return model

@@ -1,0 +1,38 @@
+"""Checked exercises: the reader writes a function, a checker compares it with the package.
+
+    from transformer_course.exercises import check, solutions
+    check.mlp_forward(my_mlp_forward)      # ✅ passed ... or ❌ a diagnosis, never a traceback
+    check.mlp_forward(solutions.mlp_forward)
+
+Each chapter's module registers its checkers (`@checker def check_NAME(fn)`) and reference
+solutions (`@solution def NAME(...)`); adding its name to CHAPTER_MODULES is all it takes.
+"""
+
+import importlib
+
+from ._core import (
+    Case,
+    Crash,
+    Mistake,
+    Registry,
+    Result,
+    check,
+    checker,
+    compare,
+    describe_difference,
+    show_source,
+    solution,
+    solutions,
+)
+
+# One line per chapter, in chapter order: importing a module registers its checkers and solutions.
+CHAPTER_MODULES = (
+    "mlp",  # chapter 1
+)
+for _name in CHAPTER_MODULES:
+    importlib.import_module(f"{__name__}.{_name}")
+
+__all__ = [
+    "Case", "Crash", "Mistake", "Registry", "Result", "check", "checker", "compare", "describe_difference",
+    "show_source", "solution", "solutions",
+]  # fmt: skip
