@@ -17,7 +17,7 @@ from .encoder import Encoder, EncoderLayer
 from .ffn import PositionwiseFeedForward
 from .masks import causal_mask, combine_masks, from_hide_mask, from_keep_mask, padding_mask
 from .mlp import MLP, collapse_linear
-from .model import Transformer, count_parameters
+from .model import Transformer, count_parameters, summary
 from .multihead import MultiHeadAttention, keep_attention_weights, merge_heads, split_heads
 from .norm import LayerNorm, RMSNorm
 from .residual import SublayerConnection
@@ -45,7 +45,7 @@ __all__ = [
     "TokenEmbedding", "sinusoidal_positional_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "EncoderLayer", "Encoder",
     "DecoderLayer", "Decoder", "KVCache",
-    "Transformer", "count_parameters",
+    "Transformer", "count_parameters", "summary",
     "greedy_decode", "beam_search", "sequence_log_prob",
     "noam_lr", "noam_scheduler", "LabelSmoothingLoss", "fit", "History", "set_seed", "get_device", "set_threads",
     "Vocab", "ParallelCorpus", "Batch", "make_batch", "SEED_PAIRS",

@@ -24,18 +24,45 @@ from .residual import SublayerConnection
 class KVCache:
     """Keys and values of the already decoded positions, one dict per decoder layer.
 
+    layer["self"] holds the masked self-attention's keys and values (B, H, length, d_k) so far,
+    layer["memory"] the cross-attention's projection of the encoder output (computed once).
     `length` is the number of cached positions. `reorder(index)` follows the batch rows that beam
-    search keeps (index: LongTensor of batch rows).
+    search keeps (index: LongTensor of batch rows). Meant for inference, under torch.no_grad().
     """
 
     def __init__(self, n_layers: int):
         self.layers: list[dict] = [{} for _ in range(check_positive_int(n_layers, "n_layers"))]
         self.length = 0
 
+    @staticmethod
+    def append(layer: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add new positions' keys and values (B, H, t, d_k) to one layer's dict; returns all of them so far.
+
+        They are written into buffers with spare room along the time axis, doubled when full:
+        torch.cat would copy the whole prefix at every step, work that grows with the square of
+        the generated length.
+        """
+        start = layer["self"][0].shape[2] if "self" in layer else 0
+        end = start + k.shape[2]
+        buffers = layer.get("buffers")
+        if buffers is None or end > buffers[0].shape[2]:
+            grown = tuple(x.new_empty(x.shape[0], x.shape[1], max(2 * end, 16), x.shape[3]) for x in (k, v))
+            for new, old in zip(grown, layer.get("self", ())):
+                new[:, :, :start] = old
+            buffers = layer["buffers"] = grown
+        buffers[0][:, :, start:end] = k
+        buffers[1][:, :, start:end] = v
+        layer["self"] = (buffers[0][:, :, :end], buffers[1][:, :, :end])
+        return layer["self"]
+
     def reorder(self, index: torch.Tensor) -> None:
         for layer in self.layers:
             for name, (k, v) in layer.items():
-                layer[name] = (k.index_select(0, index), v.index_select(0, index))
+                if name != "self":  # "self" is a view of "buffers", rebuilt below
+                    layer[name] = (k.index_select(0, index), v.index_select(0, index))
+            if "self" in layer:
+                length = layer["self"][0].shape[2]
+                layer["self"] = tuple(b[:, :, :length] for b in layer["buffers"])
 
 
 class DecoderLayer(nn.Module):
@@ -84,11 +111,7 @@ class DecoderLayer(nn.Module):
     def _self_attention(self, y: torch.Tensor, mask: torch.Tensor | None, cache: dict | None) -> torch.Tensor:
         if cache is None:
             return self.self_attn(y, y, y, mask)
-        k, v = self.self_attn.project_kv(y, y)
-        if "self" in cache:
-            past_k, past_v = cache["self"]
-            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
-        cache["self"] = (k, v)
+        k, v = KVCache.append(cache, *self.self_attn.project_kv(y, y))
         return self.self_attn(y, y, y, mask, kv=(k, v))
 
     @property

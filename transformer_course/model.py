@@ -11,6 +11,8 @@ projection are one matrix (paper §3.4), which needs one vocabulary for both lan
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -130,3 +132,82 @@ class Transformer(nn.Module):
 def count_parameters(model: nn.Module) -> int:
     """Trainable parameters, each shared (tied) tensor counted once."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One module of a `summary`: its name, depth, class, output shape(s) and parameter count."""
+
+    name: str
+    depth: int
+    kind: str
+    shapes: tuple[tuple[int, ...], ...]  # one per call: `positions` runs on the source and on the target
+    params: int  # every parameter under the module, each tensor once
+    tied_to: str | None = None  # an earlier module that holds the same parameters (weight tying)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What `summary` returns; str() is the table, `.rows` the data, `.total` the parameters counted once."""
+
+    rows: tuple[SummaryRow, ...]
+    total: int
+
+    def __str__(self) -> str:
+        table = [("module", "type", "output shape", "params", "")]
+        for row in self.rows:
+            shapes = " ".join(str(s).replace(" ", "") for s in dict.fromkeys(row.shapes))
+            tied = f"tied to {row.tied_to}" if row.tied_to else ""
+            table.append(("  " * (row.depth - 1) + row.name, row.kind, shapes, f"{row.params:,}", tied))
+        widths = [max(len(cells[i]) for cells in table) for i in range(4)]
+        lines = [
+            f"{name:<{widths[0]}}  {kind:<{widths[1]}}  {shapes:<{widths[2]}}  {params:>{widths[3]}}  {tied}".rstrip()
+            for name, kind, shapes, params, tied in table
+        ]
+        lines.append(f"total: {self.total:,} trainable parameters (tied tensors counted once)")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+@torch.no_grad()
+def summary(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, max_depth: int = 2) -> Summary:
+    """Layer-by-layer table of `model(src, tgt_in)`: every module that runs, with its output shape and size.
+
+    Depth counts the modules that run (containers such as nn.ModuleList are skipped), so depth 1 is
+    embeddings / encoder / decoder / generator and depth 2 adds each layer. Runs one forward pass in eval mode.
+    """
+    check_positive_int(max_depth, "max_depth")
+    shapes: dict[str, list[tuple[int, ...]]] = {}
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+
+            def record(_module, _args, output, name=name):
+                outputs = output if isinstance(output, (tuple, list)) else (output,)
+                shapes.setdefault(name, []).extend(tuple(o.shape) for o in outputs if isinstance(o, torch.Tensor))
+
+            handles.append(module.register_forward_hook(record))
+    was_training = model.training
+    try:
+        model.eval()
+        model(src, tgt_in)
+    finally:
+        model.train(was_training)
+        for handle in handles:
+            handle.remove()
+    rows: list[SummaryRow] = []
+    owner: dict[int, str] = {}  # parameter id -> the first row that holds it
+    for name, module in model.named_modules():
+        parts = name.split(".")
+        depth = sum(".".join(parts[: i + 1]) in shapes for i in range(len(parts)))
+        if name not in shapes or depth > max_depth:
+            continue
+        params = {id(p): p for p in module.parameters()}
+        earlier = {owner[i] for i in params if i in owner and not name.startswith(owner[i] + ".")}
+        tied = earlier.pop() if len(earlier) == 1 else None
+        for i in params:
+            owner.setdefault(i, name)
+        n = sum(p.numel() for p in params.values() if p.requires_grad)
+        rows.append(SummaryRow(name, depth, type(module).__name__, tuple(shapes[name]), n, tied))
+    return Summary(tuple(rows), count_parameters(model))

@@ -10,6 +10,7 @@ h slices of d_k = d_model / h features. W_O mixes the concatenated heads back in
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ._validate import check_positive_int, check_probability, check_tensor
@@ -78,8 +79,11 @@ class MultiHeadAttention(nn.Module):
     ) -> torch.Tensor:
         """kv: keys and values already projected by `project_kv` (then key and value are ignored)."""
         self._check_input(query, "query")
-        q = split_heads(self.w_q(query), self.n_heads)
-        k, v = self.project_kv(key, value) if kv is None else kv
+        if kv is None and query is key and key is value:
+            q, k, v = (split_heads(x, self.n_heads) for x in self._project_qkv(query))
+        else:
+            q = split_heads(self.w_q(query), self.n_heads)
+            k, v = self.project_kv(key, value) if kv is None else kv
         if k.shape[0] != q.shape[0]:
             raise ValueError(f"query has batch size {q.shape[0]} but key has {k.shape[0]}")
         if mask is not None:
@@ -92,6 +96,16 @@ class MultiHeadAttention(nn.Module):
             out = fused_attention(q, k, v, mask, dropout_p)
             self.attn_weights = None
         return self.w_o(merge_heads(out))
+
+    def _project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Self-attention's Q, K and V (B, T, D) each, from one product with W_Q, W_K, W_V stacked.
+
+        One wide matrix product instead of three narrow ones: the same numbers, less overhead
+        (nn.MultiheadAttention stores the three matrices stacked for the same reason).
+        """
+        weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])
+        bias = None if self.w_q.bias is None else torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
+        return F.linear(x, weight, bias).chunk(3, dim=-1)
 
     def _check_input(self, x, name: str) -> None:
         check_tensor(x, name, ndim=3, floating=True)

@@ -28,6 +28,17 @@ from ._core import (
 # One line per chapter, in chapter order: importing a module registers its checkers and solutions.
 CHAPTER_MODULES = (
     "mlp",  # chapter 1
+    "attention",  # chapter 2
+    "masks",  # chapter 3
+    "multihead",  # chapter 4
+    "ffn",  # chapter 5
+    "norm",  # chapter 6
+    "residual",  # chapter 7
+    "embedding",  # chapter 8
+    "encoder",  # chapter 9
+    "decoder",  # chapter 10
+    "model",  # chapter 11
+    "decoding",  # chapter 12
 )
 for _name in CHAPTER_MODULES:
     importlib.import_module(f"{__name__}.{_name}")

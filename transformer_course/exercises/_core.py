@@ -161,7 +161,7 @@ def compare(
     observe(f, case) turns a function and a case into something comparable (by default the
     return value; a checker of a module builder can return a summary such as shapes and counts),
     and explain(got, expected, case_label) words a difference no known mistake accounts for.
-    Tensors compare with allclose(atol, rtol) after a shape check; tuples and lists item by item;
+    Tensors compare with allclose(atol, rtol, NaN equal to NaN) after a shape check; tuples and lists item by item;
     crashes by exception type. `passed` replaces the default success message.
     """
     if not callable(fn):
@@ -220,7 +220,9 @@ def _same(a: Any, b: Any, atol: float, rtol: float) -> bool:
             return False
         if a.dtype == torch.bool or b.dtype == torch.bool:
             return a.dtype == b.dtype and bool(torch.equal(a, b))
-        return bool(torch.allclose(a.detach().double().cpu(), b.detach().double().cpu(), atol=atol, rtol=rtol))
+        # equal_nan: a reader's NaN (a fully masked row) must match the wrong variant that produces it.
+        a, b = a.detach().double().cpu(), b.detach().double().cpu()
+        return bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         return len(a) == len(b) and all(_same(x, y, atol, rtol) for x, y in zip(a, b))
     if isinstance(a, float) or isinstance(b, float):

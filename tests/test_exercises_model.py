@@ -1,0 +1,89 @@
+"""Chapter 11's checker: the reference parameter-count formula passes, and each known wrong formula is named."""
+
+import pytest
+import torch
+
+import transformer_course as tc
+from transformer_course.exercises import check, solutions
+
+
+def test_reference_solution_passes():
+    result = check.count_transformer_parameters(solutions.count_transformer_parameters)
+    assert result.passed and result.mistake is None, result
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("share", [False, True])
+def test_solution_equals_a_real_model(norm_first, share):
+    model = tc.Transformer(23, 23 if share else 17, d_model=12, n_heads=3, n_layers=2, d_ff=20,
+                           norm_first=norm_first, share_embeddings=share)  # fmt: skip
+    expected = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    assert solutions.count_transformer_parameters(23, 23 if share else 17, 12, 3, 2, 20, 5000, norm_first, share) == (
+        expected
+    )
+
+
+def base(v_src, v_tgt, d, h, n, d_ff, max_len, norm_first, share, **change):
+    """A reader's formula, written out; `change` switches one part to a common wrong version."""
+    attention = 4 * d * d * (h if change.get("per_head") else 1) + (0 if change.get("no_attn_bias") else 4 * d)
+    ffn = d * d_ff + d_ff * d + (0 if change.get("no_ffn_bias") else d_ff + d)
+    ln = 0 if change.get("no_norms") else 2 * d
+    enc = attention + ffn + 2 * ln
+    dec = (attention if change.get("no_cross") else 2 * attention) + ffn + 3 * ln
+    if change.get("final_norms") == "never":
+        final = 0
+    elif change.get("final_norms") == "always":
+        final = 2 * ln
+    else:
+        final = 2 * ln if norm_first else 0
+    if change.get("tie") == "never":
+        emb = (v_src + 2 * v_tgt) * d
+    elif change.get("tie") == "always":
+        emb = v_src * d
+    elif change.get("tie") == "two_tables":
+        emb = (v_src + v_tgt) * d if not share else v_src * d
+    else:
+        emb = v_src * d if share else (v_src + 2 * v_tgt) * d
+    extra = (max_len * d if change.get("pe") else 0) + (v_tgt if change.get("out_bias") else 0)
+    return emb + n * (enc + dec) + final + extra
+
+
+def reader(**change):
+    return lambda *sizes: base(*sizes, **change)
+
+
+@pytest.mark.parametrize(
+    ("change", "mistake", "words"),
+    [
+        (dict(no_attn_bias=True, no_ffn_bias=True), "biases_missing", "the biases are missing"),
+        (dict(no_attn_bias=True), "biases_missing", "attention biases are missing"),
+        (dict(no_ffn_bias=True), "biases_missing", "feed-forward biases are missing"),
+        (dict(no_norms=True), "norms_missing", "the LayerNorms are missing"),
+        (dict(final_norms="never"), "final_norm", "end with one more LayerNorm"),
+        (dict(final_norms="always"), "final_norm", "only with norm_first=True"),
+        (dict(no_cross=True), "cross_attention_missing", "two attention blocks"),
+        (dict(tie="never"), "tying_ignored", "count vocab_size * d_model once"),
+        (dict(tie="always"), "tying_ignored", "three matrices"),
+        (dict(tie="two_tables"), "generator_missing", "output projection"),
+        (dict(pe=True), "positions_counted", "is a buffer"),
+        (dict(out_bias=True), "generator_bias", "has no bias"),
+        (dict(per_head=True), "heads_multiplied", "n_heads does not change the count"),
+    ],
+)
+def test_count_mistakes_are_named(change, mistake, words):
+    result = check.count_transformer_parameters(reader(**change))
+    assert not result.passed and result.mistake == mistake and words in result.message, result
+
+
+def test_an_unknown_wrong_count_says_by_how_much():
+    result = check.count_transformer_parameters(lambda *sizes: solutions.count_transformer_parameters(*sizes) + 1)
+    assert not result.passed and result.mistake is None and "(off by +1)" in result.message
+
+
+def test_the_checker_leaves_the_global_random_state_alone():
+    # The models are built on the meta device: no weights are drawn, so the reader's random stream is untouched.
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    check.count_transformer_parameters(solutions.count_transformer_parameters)
+    assert torch.equal(torch.rand(3), expected)

@@ -1,0 +1,166 @@
+"""Chapter 6's checkers: the reference solutions pass, and each known mistake gets its own diagnosis.
+
+The wrong answers below are written the way a reader might write them, independently of the
+variants the checkers use to recognise the mistakes.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import transformer_course as tc
+from transformer_course.exercises import check, solutions
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_reference_solution_passes(name):
+    result = getattr(check, name)(getattr(solutions, name))
+    assert result.passed and result.mistake is None, result
+    assert repr(result).startswith(f"✅ {name}: passed all")
+
+
+def test_solutions_agree_with_torch():
+    torch.manual_seed(1)
+    norm = nn.LayerNorm(8)
+    nn.init.normal_(norm.weight)
+    nn.init.normal_(norm.bias)
+    x = 3 * torch.randn(2, 5, 8) + 2
+    assert torch.allclose(solutions.layer_norm(x, norm.weight, norm.bias), norm(x), atol=1e-5)
+    rms = nn.RMSNorm(8, eps=1e-6)
+    nn.init.normal_(rms.weight)
+    assert torch.allclose(solutions.rms_norm(x, rms.weight), rms(x), atol=1e-5)
+    assert torch.allclose(solutions.rms_norm(x, rms.weight), tc.RMSNorm.forward(_rms_with(rms.weight), x), atol=1e-6)
+
+
+def _rms_with(weight):
+    module = tc.RMSNorm(weight.shape[0])
+    with torch.no_grad():
+        module.weight.copy_(weight)
+    return module
+
+
+# ---- exercise 6.1: each wrong LayerNorm a reader might write
+
+
+def ln_seed_000(x, gamma, beta, eps=1e-5):
+    return gamma * (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) + beta
+
+
+def ln_unbiased(x, gamma, beta, eps=1e-5):
+    mu = x.mean(dim=-1, keepdim=True)
+    return (x - mu) / (x.var(dim=-1, keepdim=True) + eps).sqrt() * gamma + beta
+
+
+def ln_eps_outside(x, gamma, beta, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    sigma = ((x - mu) ** 2).mean(-1, keepdim=True).sqrt()
+    return (x - mu) / (sigma + eps) * gamma + beta
+
+
+def ln_without_eps(x, gamma, beta, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) / x.var(-1, unbiased=False, keepdim=True).sqrt() * gamma + beta
+
+
+def ln_seed_eps(x, gamma, beta, eps=1e-6):
+    return F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+
+def ln_over_batch(x, gamma, beta, eps=1e-5):
+    mu = x.mean(0, keepdim=True)
+    var = x.var(0, unbiased=False, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * gamma + beta
+
+
+def ln_over_positions(x, gamma, beta, eps=1e-5):
+    mu = x.mean(-2, keepdim=True)
+    var = ((x - mu) ** 2).mean(-2, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * gamma + beta
+
+
+def ln_whole_tensor(x, gamma, beta, eps=1e-5):
+    return (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * gamma + beta
+
+
+def ln_no_affine(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, x.shape[-1:], eps=eps)
+
+
+def ln_no_beta(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, x.shape[-1:], eps=eps) * gamma
+
+
+def ln_no_gamma(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, x.shape[-1:], eps=eps) + beta
+
+
+def ln_not_centred(x, gamma, beta, eps=1e-5):
+    return gamma * x / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) + beta
+
+
+@pytest.mark.parametrize(
+    ("reader", "mistake", "words"),
+    [
+        (ln_seed_000, "seed_000", "seed 000's LayerNorm"),
+        (ln_unbiased, "unbiased_variance", "divided by D - 1"),
+        (ln_eps_outside, "eps_outside_root", "outside the square root"),
+        (ln_without_eps, "no_eps", "eps is missing"),
+        (ln_seed_eps, "default_eps", "eps=1e-5"),
+        (ln_over_batch, "batch_axis", "across the batch"),
+        (ln_over_positions, "position_axis", "over the positions"),
+        (ln_whole_tensor, "all_axes", "whole tensor"),
+        (ln_no_affine, "affine_dropped", "gamma and beta are never applied"),
+        (ln_no_beta, "beta_dropped", "beta is never added"),
+        (ln_no_gamma, "gamma_dropped", "gamma never multiplies"),
+        (ln_not_centred, "mean_not_subtracted", "mean is never subtracted"),
+    ],
+)
+def test_layer_norm_mistakes_are_named(reader, mistake, words):
+    result = check.layer_norm(reader)
+    assert not result.passed and result.mistake == mistake and words in result.message, result
+
+
+def test_layer_norm_accepts_torch_and_reports_a_crash_in_words():
+    assert check.layer_norm(lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps)).passed
+    no_eps_argument = check.layer_norm(lambda x, g, b: F.layer_norm(x, x.shape[-1:], g, b))
+    assert not no_eps_argument.passed and "raised TypeError" in no_eps_argument.message
+    assert "a (3, 5) input with eps=0.1" in no_eps_argument.message
+
+
+# ---- exercise 6.2
+
+
+def rms_centred(x, gamma, eps=1e-6):
+    return F.layer_norm(x, x.shape[-1:], eps=eps) * gamma
+
+
+def rms_no_sqrt(x, gamma, eps=1e-6):
+    return gamma * x / (x.square().mean(-1, keepdim=True) + eps)
+
+
+def rms_eps_outside(x, gamma, eps=1e-6):
+    return gamma * x / (x.square().mean(-1, keepdim=True).sqrt() + eps)
+
+
+def rms_no_gamma(x, gamma, eps=1e-6):
+    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)
+
+
+def rms_first_axis(x, gamma, eps=1e-6):
+    return gamma * x * torch.rsqrt(x.square().mean(0, keepdim=True) + eps)
+
+
+@pytest.mark.parametrize(
+    ("reader", "mistake", "words"),
+    [
+        (rms_centred, "mean_subtracted", "that is LayerNorm"),
+        (rms_no_sqrt, "no_square_root", "take its square root"),
+        (rms_eps_outside, "eps_outside_root", "outside the square root"),
+        (rms_no_gamma, "gamma_dropped", "gamma never multiplies"),
+        (rms_first_axis, "wrong_axis", "first axis"),
+    ],
+)
+def test_rms_norm_mistakes_are_named(reader, mistake, words):
+    result = check.rms_norm(reader)
+    assert not result.passed and result.mistake == mistake and words in result.message, result

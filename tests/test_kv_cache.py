@@ -1,0 +1,158 @@
+"""The KV cache changes the work done per generated token, never the tokens: cached == uncached decoding."""
+
+import pytest
+import torch
+
+import transformer_course as tc
+from transformer_course.decoder import KVCache
+
+VOCAB, BOS, EOS, PAD = 20, 1, 2, 0
+SEEDS = [0, 1, 2]
+
+
+def make_model(seed: int, norm_first: bool, n_layers: int = 2) -> tc.Transformer:
+    torch.manual_seed(seed)
+    return tc.Transformer(
+        VOCAB, VOCAB, d_model=32, n_heads=4, n_layers=n_layers, d_ff=64, dropout=0.0, norm_first=norm_first
+    ).eval()
+
+
+def make_src(seed: int, batch: int, length: int = 7) -> torch.Tensor:
+    """Random source sentences (ids 3..VOCAB-1); rows after the first are padded to different lengths."""
+    g = torch.Generator().manual_seed(100 + seed)
+    src = torch.randint(3, VOCAB, (batch, length), generator=g)
+    for row in range(1, batch):
+        src[row, length - row % (length - 1) :] = PAD
+    return src
+
+
+class ForceEos:
+    """A hook on the output layer that makes row `row` emit EOS at generation step `step` (counted from 1).
+
+    Both decoding paths call the output layer once per step, so the hook changes them alike; it makes
+    one row finish early while the others go on, so padding enters the decoded prefix.
+    """
+
+    def __init__(self, row: int, step: int):
+        self.row, self.step, self.calls = row, step, 0
+
+    def __call__(self, module, inputs, logits):
+        self.calls += 1
+        if self.calls == self.step:
+            logits = logits.clone()
+            logits[self.row, -1, EOS] = float("inf")
+        return logits
+
+
+def greedy_both(model, src, max_len, hook_factory=None):
+    outputs = []
+    for use_cache in (True, False):
+        handle = model.generator.register_forward_hook(hook_factory()) if hook_factory else None
+        try:
+            outputs.append(tc.greedy_decode(model, src, max_len, BOS, EOS, use_cache=use_cache))
+        finally:
+            if handle is not None:
+                handle.remove()
+    return outputs
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-ln", "pre-ln"])
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_greedy_cached_equals_uncached(seed, batch, norm_first):
+    model = make_model(seed, norm_first)
+    cached, uncached = greedy_both(model, make_src(seed, batch), max_len=20)
+    assert torch.equal(cached, uncached)
+    assert cached[:, 0].eq(BOS).all()
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-ln", "pre-ln"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_greedy_cached_equals_uncached_when_a_row_finishes_early(seed, norm_first):
+    model = make_model(seed, norm_first)
+    cached, uncached = greedy_both(model, make_src(seed, 3), max_len=10, hook_factory=lambda: ForceEos(row=1, step=3))
+    assert torch.equal(cached, uncached)
+    # Row 1 ended at step 3 and was padded from then on; the others went on to max_len unless they ended too.
+    assert cached[1, 3] == EOS and cached[1, 4:].eq(PAD).all()
+    assert cached.shape[1] > 4
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-ln", "pre-ln"])
+@pytest.mark.parametrize("beam_size", [1, 3, 5])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_beam_search_cached_equals_uncached(seed, beam_size, norm_first):
+    model = make_model(seed, norm_first)
+    src = make_src(seed, 1)
+    cached = tc.beam_search(model, src, beam_size, 12, BOS, EOS, use_cache=True)
+    uncached = tc.beam_search(model, src, beam_size, 12, BOS, EOS, use_cache=False)
+    assert torch.equal(cached, uncached)
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-ln", "pre-ln"])
+def test_cached_logits_equal_full_decode_past_the_buffer_growth(norm_first):
+    # 40 positions: the cache's buffers start with room for 16 and are regrown twice on the way.
+    model = make_model(0, norm_first)
+    src = make_src(0, 3)
+    tgt = torch.randint(3, VOCAB, (3, 40), generator=torch.Generator().manual_seed(7))
+    tgt[:, 0] = BOS
+    tgt[2, 30:] = PAD
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory, src)
+        cache = model.new_cache()
+        # A 5-token prompt in one call, then one token per call.
+        steps = [model.decode(tgt[:, :5], memory, src, cache)]
+        steps += [model.decode(tgt[:, : t + 1], memory, src, cache) for t in range(5, tgt.shape[1])]
+    assert cache.length == tgt.shape[1]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+    k, v = cache.layers[0]["self"]
+    assert k.shape == v.shape == (3, 4, 40, 8)
+
+
+def test_append_keeps_earlier_positions_when_the_buffer_grows():
+    layer: dict = {}
+    chunks = [torch.randn(2, 3, t, 4) for t in (5, 12, 1, 30)]
+    for i, chunk in enumerate(chunks):
+        k, v = KVCache.append(layer, chunk, -chunk)
+        expected = torch.cat(chunks[: i + 1], dim=2)
+        assert torch.equal(k, expected)
+        assert torch.equal(v, -expected)
+
+
+def test_reorder_follows_the_selected_rows():
+    model = make_model(0, False)
+    src = make_src(0, 3)
+    tgt = torch.randint(3, VOCAB, (3, 6), generator=torch.Generator().manual_seed(3))
+    tgt[:, 0] = BOS
+    index = torch.tensor([2, 0, 0, 1])
+    with torch.no_grad():
+        memory = model.encode(src)
+        cache = model.new_cache()
+        model.decode(tgt[:, :5], memory, src, cache)
+        before = [tuple(x.clone() for x in layer["self"]) for layer in cache.layers]
+        cache.reorder(index)
+        for (k, v), layer in zip(before, cache.layers):
+            assert torch.equal(layer["self"][0], k[index])
+            assert torch.equal(layer["self"][1], v[index])
+        # Decoding on from the reordered cache equals decoding the reordered batch from scratch.
+        step = model.decode(tgt[index], memory[index], src[index], cache)
+        full = model.decode(tgt[index], memory[index], src[index])
+    torch.testing.assert_close(step, full[:, 5:], atol=1e-5, rtol=0)
+
+
+def test_decode_refuses_a_cache_that_already_holds_every_position():
+    model = make_model(0, False)
+    src, tgt = make_src(0, 1), torch.tensor([[BOS, 5, 6]])
+    with torch.no_grad():
+        memory = model.encode(src)
+        cache = model.new_cache()
+        model.decode(tgt, memory, src, cache)
+        with pytest.raises(ValueError, match="already in the cache"):
+            model.decode(tgt, memory, src, cache)
+
+
+def test_a_cache_for_another_depth_is_refused():
+    model = make_model(0, False, n_layers=2)
+    src, tgt = make_src(0, 1), torch.tensor([[BOS]])
+    with pytest.raises(ValueError, match="cache has 3 layers"):
+        model.decode(tgt, model.encode(src), src, KVCache(3))
