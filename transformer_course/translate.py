@@ -361,15 +361,16 @@ def _train_parser() -> argparse.ArgumentParser:
         help=f"most training steps (default {defaults.steps}; stops early at 100%% validation exact match)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus split and the model (default 0)")
-    parser.add_argument(
-        "--checkpoint",
-        type=Path,
-        default=DEFAULT_CHECKPOINT,
-        metavar="PATH",
-        help=f"where to save (default {DEFAULT_CHECKPOINT})",
-    )
+    _add_checkpoint_option(parser, "where to save")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+def _add_checkpoint_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, metavar="PATH",
+        help=f"{what} (default {DEFAULT_CHECKPOINT})",
+    )  # fmt: skip
 
 
 def _translate_parser() -> argparse.ArgumentParser:
@@ -382,13 +383,7 @@ def _translate_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("sentence", nargs="*", help="the Chinese sentence (quoted, or as separate words)")
     parser.add_argument("--beam", type=int, default=1, metavar="K", help="beam size (default 1: greedy decoding)")
-    parser.add_argument(
-        "--checkpoint",
-        type=Path,
-        default=DEFAULT_CHECKPOINT,
-        metavar="PATH",
-        help=f"model to load (default {DEFAULT_CHECKPOINT})",
-    )
+    _add_checkpoint_option(parser, "model to load")
     parser.add_argument("--words", action="store_true", help="list the known Chinese words and exit")
     return parser
 

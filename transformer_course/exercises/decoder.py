@@ -12,11 +12,9 @@ from __future__ import annotations
 import torch
 
 from ..decoder import DecoderLayer
-from ..ffn import PositionwiseFeedForward
 from ..masks import causal_mask, padding_mask
-from ..multihead import MultiHeadAttention
-from ..norm import LayerNorm
 from ._core import Case, Crash, Mistake, Result, _clone, checker, compare, describe_difference, solution
+from .encoder import seeded_sublayers
 
 
 @solution
@@ -147,16 +145,7 @@ def _explain(got, expected, label: str) -> str:
 
 
 def _modules(seed: int, d_model: int, n_heads: int, d_ff: int):
-    with torch.random.fork_rng(devices=[]):  # leave the reader's random state untouched
-        torch.manual_seed(seed)
-        attns = [MultiHeadAttention(d_model, n_heads) for _ in range(2)]
-        ffn = PositionwiseFeedForward(d_model, d_ff)
-        norms = [LayerNorm(d_model) for _ in range(3)]
-        with torch.no_grad():
-            for norm in norms:
-                norm.weight.uniform_(0.5, 1.5)
-                norm.bias.normal_(0.0, 0.2)
-    return (*attns, ffn, *norms)
+    return seeded_sublayers(seed, d_model, n_heads, d_ff, n_attn=2, n_norms=3)
 
 
 def _source_mask(g: torch.Generator, lengths: list[int]) -> torch.Tensor:

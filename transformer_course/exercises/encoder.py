@@ -91,18 +91,21 @@ _MISTAKES = (
 )
 
 
-def _modules(seed: int, d_model: int, n_heads: int, d_ff: int):
-    """Fresh sub-modules with seeded weights; LayerNorm gains and biases made non-trivial so norms differ."""
+def seeded_sublayers(seed: int, d_model: int, n_heads: int, d_ff: int, n_attn: int = 1, n_norms: int = 2):
+    """Fresh sub-modules with seeded weights: (attentions..., ffn, norms...).
+
+    LayerNorm gains and biases are made non-trivial so that a norm used in the wrong place shows.
+    """
     with torch.random.fork_rng(devices=[]):  # leave the reader's random state untouched
         torch.manual_seed(seed)
-        attn = MultiHeadAttention(d_model, n_heads)
+        attns = [MultiHeadAttention(d_model, n_heads) for _ in range(n_attn)]
         ffn = PositionwiseFeedForward(d_model, d_ff)
-        norms = [LayerNorm(d_model) for _ in range(2)]
+        norms = [LayerNorm(d_model) for _ in range(n_norms)]
         with torch.no_grad():
             for norm in norms:
                 norm.weight.uniform_(0.5, 1.5)
                 norm.bias.normal_(0.0, 0.2)
-    return (attn, ffn, *norms)
+    return (*attns, ffn, *norms)
 
 
 def _tokens(g: torch.Generator, lengths: list[int]) -> torch.Tensor:
@@ -118,19 +121,23 @@ def check_encoder_layer(fn) -> Result:
     cases = [
         Case(
             "2 padded sentences (lengths 5 and 3; d_model 8; 2 heads)",
-            (torch.randn(2, 5, 8, generator=g), padding_mask(_tokens(g, [5, 3])), *_modules(1, 8, 2, 16)),
+            (torch.randn(2, 5, 8, generator=g), padding_mask(_tokens(g, [5, 3])), *seeded_sublayers(1, 8, 2, 16)),
         ),
         Case(
             "3 padded sentences (lengths 6/2/4; d_model 12; 3 heads)",
-            (torch.randn(3, 6, 12, generator=g), padding_mask(_tokens(g, [6, 2, 4])), *_modules(2, 12, 3, 24)),
+            (torch.randn(3, 6, 12, generator=g), padding_mask(_tokens(g, [6, 2, 4])), *seeded_sublayers(2, 12, 3, 24)),
         ),
         Case(
             "one sentence with a causal 4 x 4 mask",
-            (torch.randn(1, 4, 8, generator=g), causal_mask(4), *_modules(3, 8, 4, 8)),
+            (torch.randn(1, 4, 8, generator=g), causal_mask(4), *seeded_sublayers(3, 8, 4, 8)),
         ),
         Case(
             "unnormalised inputs (scale 10; shift 3)",
-            (10 * torch.randn(2, 3, 8, generator=g) + 3, padding_mask(_tokens(g, [3, 2])), *_modules(4, 8, 2, 32)),
+            (
+                10 * torch.randn(2, 3, 8, generator=g) + 3,
+                padding_mask(_tokens(g, [3, 2])),
+                *seeded_sublayers(4, 8, 2, 32),
+            ),
         ),
     ]
     passed = (
