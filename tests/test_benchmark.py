@@ -256,3 +256,55 @@ def test_self_attention_with_stacked_projections_equals_three_projections(need_w
     torch.testing.assert_close(stacked, separate, atol=1e-6, rtol=0)
     for a, b in zip(grads_stacked, grads_separate):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------- torch.compile
+# Compiling for real takes minutes on a CPU, so these tests stand a fake in for torch.compile;
+# `python -m transformer_course.benchmark --only compile` measures the real one.
+
+
+def test_compile_section_measures_both_workloads(monkeypatch):
+    compiled_fns = []
+
+    def fake_compile(fn, **kwargs):
+        compiled_fns.append(fn)
+        return fn  # "compiles" to itself: the same numbers, so the gap is exactly 0
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    table = benchmark.compiled(length=8, batch=1, n_heads=2, d_k=4, repeats=1, warmup=0, device="cpu")
+    check_table(table, 2)
+    assert table.column("workload") == ["attention", "training step"]
+    assert len(compiled_fns) == 2 and isinstance(compiled_fns[1], tc.Transformer)
+    for row in table.rows:
+        assert row["error"] is None and row["max_abs_diff"] == 0.0
+        assert positive(row["compile_s"], row["eager_ms"], row["compiled_ms"])
+        assert row["speedup"] == pytest.approx(row["eager_ms"] / row["compiled_ms"])
+
+
+def test_compile_section_reports_a_failed_compilation_instead_of_raising(monkeypatch):
+    def failing_compile(fn, **kwargs):
+        def call(*args, **kwargs):
+            raise RuntimeError("Compiler: cc is not found\nmore details")
+
+        return call
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    table = benchmark.compiled(length=8, batch=1, n_heads=2, d_k=4, repeats=1, warmup=0, device="cpu")
+    check_table(table, 2)
+    for row in table.rows:
+        assert row["error"] == "RuntimeError: Compiler: cc is not found"
+        assert row["compile_s"] is row["compiled_ms"] is row["speedup"] is None
+        assert positive(row["eager_ms"])
+    fig = benchmark.figure(table)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["failed", "failed"]
+
+
+def test_compile_is_optional_on_the_command_line(monkeypatch, capsys):
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)
+    assert "compile" not in benchmark.SECTIONS
+    threads = torch.get_num_threads()
+    try:
+        assert benchmark.main(["--quick", "--only", "compile", "--repeats", "1", "--threads", "1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert "torch.compile vs eager PyTorch" in capsys.readouterr().out

@@ -4,11 +4,13 @@
     python -m transformer_course.benchmark --quick                # small sizes, a smoke test (about 10 s)
     python -m transformer_course.benchmark --only decoding copy   # some sections only
     python -m transformer_course.benchmark --figures figures      # also save one PNG per section
+    python -m transformer_course.benchmark --only compile         # torch.compile vs eager: never run by default
 
 Sections: `attention` (the teaching path against the fused kernel), `multihead` (the package's module
 against `torch.nn.MultiheadAttention`), `decoding` (greedy decoding with and without the KV cache),
 `memory` (peak memory as the length doubles) and `copy` (The Annotated Transformer's copy task,
-trained until it is solved). Each is a function that returns a `Table`, rows of plain numbers with
+trained until it is solved); `compile` (torch.compile against eager mode) runs only when named,
+because compiling takes minutes. Each is a function that returns a `Table`, rows of plain numbers with
 the shapes and the method in its notes, which `main` prints and the appendix notebook plots.
 
 How the timings are taken: all variants of a comparison run in one process, interleaved (A B A B ...,
@@ -47,6 +49,7 @@ from .multihead import MultiHeadAttention
 from .training import cross_entropy_loss, fit, get_device, noam_scheduler, set_threads
 
 SECTIONS = ("attention", "multihead", "decoding", "memory", "copy")
+OPTIONAL_SECTIONS = ("compile",)  # run only when named with --only: compiling takes minutes
 MiB = 2**20
 
 
@@ -541,6 +544,95 @@ def _train_copy(name: str, cfg: dict, max_steps: int, eval_every: int, n_test: i
     return row, history
 
 
+# ----------------------------------------------------------------------------------------- compile
+
+
+def compiled(
+    length: int = 256,
+    batch: int = 4,
+    n_heads: int = 8,
+    d_k: int = 32,
+    repeats: int = 5,
+    warmup: int = 2,
+    device=None,
+) -> Table:
+    """`torch.compile` against eager PyTorch on two workloads: the teaching-path attention (forward, no
+    grad, causal mask) and one training step (forward, backward, Adam) of a small Transformer.
+
+    Not in the default run: compiling takes from seconds to minutes. compile_s is the first call, which
+    traces the code and compiles it (with a C++ compiler on the CPU); it is shorter when an earlier run
+    left compiled code in the on-disk cache (TORCHINDUCTOR_CACHE_DIR). Where compiling fails, the row
+    keeps the eager time and the error instead of raising: the benchmark runs without a compiler too.
+    """
+    device = _resolve_device(device)
+    table = Table(
+        "compile",
+        "torch.compile vs eager PyTorch, ms",
+        ["workload", "compile_s", "eager_ms", "compiled_ms", "speedup", "max_abs_diff", "error"],
+    )
+    q, k, v = (torch.randn(batch, n_heads, length, d_k, device=device) for _ in range(3))
+    mask = causal_mask(length, device=device)
+
+    def attend():
+        with torch.no_grad():
+            return scaled_dot_product_attention(q, k, v, mask)[0]
+
+    table.rows.append(_measure_compiled("attention", attend, lambda: torch.compile(attend), repeats, warmup, device))
+    eager_step = _training_step(False, batch, device)
+    compiled_step = functools.partial(_training_step, True, batch, device)
+    table.rows.append(_measure_compiled("training step", eager_step, compiled_step, repeats, warmup, device))
+    table.notes += [
+        f"attention: tc.scaled_dot_product_attention, q, k, v (batch {batch}, heads {n_heads}, length {length}, "
+        f"d_k {d_k}), causal mask, no grad, float32 on {device.type}.",
+        f"training step: Transformer(vocab 100, d_model 64, 4 heads, 2+2 layers, d_ff 256), batch {8 * batch}, "
+        "source 20 and target 20 tokens, Adam; the model is compiled, the optimizer is not.",
+        "compile_s: the first call (tracing and compiling); speedup = eager / compiled; max_abs_diff: the "
+        "attention outputs, or the first step's losses (same weights, same batch).",
+        f"median of {repeats} interleaved runs after {warmup} warm-up runs each.",
+    ]
+    return table
+
+
+def _training_step(compile_model: bool, batch: int, device):
+    """A function doing one Adam step of a fixed small Transformer on a fixed batch; it returns the loss."""
+    with torch.random.fork_rng(devices=[]):  # the same weights and batch every time; the caller's state kept
+        torch.manual_seed(0)
+        model = Transformer(100, 100, d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0).to(device)
+        src, tgt = torch.randint(3, 100, (8 * batch, 20)).to(device), torch.randint(3, 100, (8 * batch, 21)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    loss_fn = cross_entropy_loss(pad_id=0)
+    forward = torch.compile(model) if compile_model else model
+
+    def step():
+        loss = loss_fn(forward(src, tgt[:, :-1]), tgt[:, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step
+
+
+def _measure_compiled(name: str, eager, make_compiled, repeats: int, warmup: int, device) -> dict:
+    """One row of `compiled`: eager() and make_compiled()() compute the same thing; the first call compiles."""
+    reference = eager()
+    start = time.perf_counter()
+    try:
+        fn = make_compiled()
+        result = fn()
+        _synchronize(device)
+    except Exception as error:  # no C++ compiler, an unsupported platform, ...: report it, do not stop
+        eager_ms = _median_ms(time_variants({"eager": eager}, repeats, warmup, device)["eager"])
+        message = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:100]}"
+        return dict(workload=name, compile_s=None, eager_ms=eager_ms, compiled_ms=None, speedup=None,
+                    max_abs_diff=None, error=message)  # fmt: skip
+    compile_s = time.perf_counter() - start
+    ms = {n: _median_ms(t) for n, t in time_variants({"eager": eager, "compiled": fn}, repeats, warmup, device).items()}
+    return dict(workload=name, compile_s=compile_s, eager_ms=ms["eager"], compiled_ms=ms["compiled"],
+                speedup=ms["eager"] / ms["compiled"], max_abs_diff=float((result - reference).abs().max()),
+                error=None)  # fmt: skip
+
+
 # ----------------------------------------------------------------------------------------- figures
 
 
@@ -630,12 +722,27 @@ def _plot_copy(fig, table: Table) -> None:
     accuracy_ax.legend(fontsize="small")
 
 
+def _plot_compile(fig, table: Table) -> None:
+    ax = fig.subplots()
+    names = table.column("workload")
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], table.column("eager_ms"), 0.4, label="eager")
+    compiled_ms = [0.0 if ms is None else ms for ms in table.column("compiled_ms")]
+    bars = ax.bar([i + 0.2 for i in x], compiled_ms, 0.4, label="torch.compile")
+    labels = ["failed" if s is None else f"{s:.2f}x" for s in table.column("speedup")]
+    ax.bar_label(bars, labels, fontsize="small")
+    ax.set_xticks(list(x), names)
+    ax.set(ylabel="ms (median)", title="torch.compile vs eager (label: speedup)")
+    ax.legend(fontsize="small")
+
+
 _PLOTS = {
     "attention": _plot_attention,
     "multihead": _plot_multihead,
     "decoding": _plot_decoding,
     "memory": _plot_memory,
     "copy": _plot_copy,
+    "compile": _plot_compile,
 }
 
 
@@ -647,8 +754,16 @@ QUICK = {
     "decoding": dict(batch_sizes=(1, 4), new_tokens=(16, 32), d_model=64, n_heads=4, d_ff=256, repeats=1),
     "memory": dict(lengths=(256, 512), repeats=1),
     "copy": dict(),
+    "compile": dict(length=64, repeats=3, warmup=1),
 }
-FUNCTIONS = {"attention": attention, "multihead": multihead, "decoding": decoding, "memory": memory, "copy": copy_task}
+FUNCTIONS = {
+    "attention": attention,
+    "multihead": multihead,
+    "decoding": decoding,
+    "memory": memory,
+    "copy": copy_task,
+    "compile": compiled,
+}
 
 
 def environment(device: torch.device) -> list[str]:
@@ -679,7 +794,7 @@ def run(sections: Sequence[str] = SECTIONS, quick: bool = False, device=None, **
     """Run `sections` in order, yielding each Table as it is done; `overrides` go to every section that takes them."""
     for name in sections:
         if name not in FUNCTIONS:
-            raise ValueError(f"section {name!r} is not one of {list(SECTIONS)}")
+            raise ValueError(f"section {name!r} is not one of {list(SECTIONS + OPTIONAL_SECTIONS)}")
     for name in sections:
         kwargs = dict(QUICK[name]) if quick else {}
         fn = FUNCTIONS[name]
@@ -694,8 +809,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats: a smoke test")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="SECTION",
-                        help=f"sections to run, among {', '.join(SECTIONS)} (default: all)")  # fmt: skip
+    parser.add_argument("--only", nargs="+", choices=SECTIONS + OPTIONAL_SECTIONS, default=list(SECTIONS),
+                        metavar="SECTION", help=f"sections to run, among {', '.join(SECTIONS + OPTIONAL_SECTIONS)} "
+                        f"(default: all but {', '.join(OPTIONAL_SECTIONS)})")  # fmt: skip
     parser.add_argument("--repeats", type=int, help="timed runs per variant (default: per section)")
     parser.add_argument("--threads", type=int, help="CPU threads (default: one per core, never more)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
