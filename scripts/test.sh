@@ -30,8 +30,8 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # Build Matplotlib's font cache now: on a fresh machine the first import logs a message on stderr,
 # which would appear in the first notebook's output and fail its nbval comparison.
 .venv/bin/python -c "import matplotlib.pyplot"
-.venv/bin/python -m ruff check transformer_course tests scripts
-.venv/bin/python -m ruff format --check transformer_course tests scripts
+.venv/bin/python -m ruff check .
+.venv/bin/python -m ruff format --check .
 # Two workers; --dist loadfile keeps each file (each notebook's cells, the book build and its browser
 # checks) on one worker, in order.
 .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
