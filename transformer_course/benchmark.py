@@ -687,14 +687,14 @@ def _plot_multihead(fig, table: Table) -> None:
 
 def _plot_decoding(fig, table: Table) -> None:
     ax = fig.subplots()
-    labels = [f"batch {r['batch']}, {r['new_tokens']} tokens" for r in table.rows]
-    x = range(len(labels))
-    ax.bar([i - 0.2 for i in x], table.column("uncached_tok_per_s"), 0.4, label="recompute the prefix")
-    bars = ax.bar([i + 0.2 for i in x], table.column("cached_tok_per_s"), 0.4, label="KV cache")
-    ax.bar_label(bars, [f"{s:.1f}x" for s in table.column("speedup")], fontsize="small")
-    ax.set_xticks(list(x), labels)
+    _paired_bars(
+        ax,
+        [f"batch {r['batch']}, {r['new_tokens']} tokens" for r in table.rows],
+        ("recompute the prefix", table.column("uncached_tok_per_s")),
+        ("KV cache", table.column("cached_tok_per_s")),
+        [f"{s:.1f}x" for s in table.column("speedup")],
+    )
     ax.set(yscale="log", ylabel="tokens per second", title="Greedy decoding (label: speedup of the cache)")
-    ax.legend(fontsize="small")
 
 
 def _plot_memory(fig, table: Table) -> None:
@@ -724,15 +724,23 @@ def _plot_copy(fig, table: Table) -> None:
 
 def _plot_compile(fig, table: Table) -> None:
     ax = fig.subplots()
-    names = table.column("workload")
-    x = range(len(names))
-    ax.bar([i - 0.2 for i in x], table.column("eager_ms"), 0.4, label="eager")
-    compiled_ms = [0.0 if ms is None else ms for ms in table.column("compiled_ms")]
-    bars = ax.bar([i + 0.2 for i in x], compiled_ms, 0.4, label="torch.compile")
-    labels = ["failed" if s is None else f"{s:.2f}x" for s in table.column("speedup")]
-    ax.bar_label(bars, labels, fontsize="small")
-    ax.set_xticks(list(x), names)
+    _paired_bars(
+        ax,
+        table.column("workload"),
+        ("eager", table.column("eager_ms")),
+        ("torch.compile", [0.0 if ms is None else ms for ms in table.column("compiled_ms")]),
+        ["failed" if s is None else f"{s:.2f}x" for s in table.column("speedup")],
+    )
     ax.set(ylabel="ms (median)", title="torch.compile vs eager (label: speedup)")
+
+
+def _paired_bars(ax, names: list[str], before: tuple, after: tuple, after_labels: list[str]) -> None:
+    """Two bars per name, (legend, values) `before` on the left and `after` on the right, the latter labelled."""
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], before[1], 0.4, label=before[0])
+    bars = ax.bar([i + 0.2 for i in x], after[1], 0.4, label=after[0])
+    ax.bar_label(bars, after_labels, fontsize="small")
+    ax.set_xticks(list(x), names)
     ax.legend(fontsize="small")
 
 
