@@ -11,7 +11,6 @@ NotImplementedError, raised by an unfilled stub, which propagates so the stub's 
 
 from __future__ import annotations
 
-import inspect
 import math
 import textwrap
 from collections.abc import Callable, Sequence
@@ -19,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from ..notebook import show_source as show_source  # re-exported for the exercise notebooks
 
 
 @dataclass(frozen=True)
@@ -112,31 +113,6 @@ def checker(fn: Callable) -> Callable:
 def solution(fn: Callable) -> Callable:
     """Register a reference solution as `solutions.NAME`: the code the book shows and the tests check."""
     return solutions.add(fn.__name__, fn)
-
-
-class SourceCode:
-    """Displays as a highlighted Python block in Jupyter and in the book; as plain text elsewhere."""
-
-    def __init__(self, source: str):
-        self.source = source
-
-    def __repr__(self) -> str:
-        return self.source
-
-    def _repr_markdown_(self) -> str:
-        return f"```python\n{self.source}\n```"
-
-
-def show_source(obj: Any) -> SourceCode:
-    """The real source of a function, class or method, to display in a notebook cell.
-
-    The book shows the package's code this way, so the text and the package cannot drift apart.
-    """
-    try:
-        source = inspect.getsource(obj)
-    except (TypeError, OSError) as error:
-        raise TypeError(f"obj must be a function, class or method defined in a file, got {obj!r}") from error
-    return SourceCode(textwrap.dedent(source).rstrip())
 
 
 def observe_call(fn: Callable, case: Case) -> Any:
