@@ -8,6 +8,7 @@ import torch
 
 import transformer_course as tc
 from transformer_course import benchmark
+from transformer_course.benchmark._decoding import _forbid_token
 
 ON_LINUX = sys.platform.startswith("linux")
 
@@ -106,7 +107,7 @@ def test_forbidding_a_token_makes_decoding_run_to_max_len():
     torch.manual_seed(0)
     model = tc.Transformer(6, 6, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0)
     src = torch.tensor([[3, 4, 5]])
-    handle = benchmark._forbid_token(model, 2)
+    handle = _forbid_token(model, 2)
     try:
         out = tc.greedy_decode(model, src, 30, 1, 2)
     finally:
@@ -245,8 +246,7 @@ def test_main_saves_figures(tmp_path, capsys):
 def test_self_attention_with_stacked_projections_equals_three_projections(need_weights):
     # m(x, x, x) takes the one-matrix-product path for Q, K and V; distinct tensors take three products.
     torch.manual_seed(0)
-    m = tc.MultiHeadAttention(16, 4)
-    m.need_weights = need_weights
+    m = tc.keep_attention_weights(tc.MultiHeadAttention(16, 4), need_weights)
     x = torch.randn(2, 5, 16, requires_grad=True)
     x_copy = x.detach().clone().requires_grad_()
     stacked = m(x, x, x)
