@@ -184,6 +184,31 @@ def test_main_prints_the_environment_and_a_table(capsys):
     assert "Peak memory of attention" in out and "total:" in out
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        ([], "1", "torch threads: 1 (from OMP_NUM_THREADS)"),  # the reader's limit is honoured, not overridden
+        (["--threads", "1"], "2", "torch threads: 1 (from --threads)"),  # the option wins over the variable
+    ],
+)
+def test_main_honours_the_readers_threads(capsys, monkeypatch, argv, env, expected):
+    monkeypatch.setenv("OMP_NUM_THREADS", env)
+    threads = torch.get_num_threads()
+    try:
+        assert benchmark.main(["--quick", "--only", "memory", *argv]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert expected in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["zero", "0", "-2"])
+def test_a_bad_thread_count_is_a_usage_error(capsys, monkeypatch, value):
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with pytest.raises(SystemExit):
+        benchmark.main(["--quick", "--only", "memory"])
+    assert "OMP_NUM_THREADS" in capsys.readouterr().err
+
+
 def test_main_rejects_an_unknown_section(capsys):
     with pytest.raises(SystemExit):
         benchmark.main(["--only", "everything"])
