@@ -72,13 +72,15 @@ def test_passing_the_result_of_a_call_instead_of_the_function_is_explained():
     assert not result.passed and "pass the function itself" in result.message
 
 
-def test_the_readers_function_gets_copies_of_the_inputs():
+def test_the_readers_function_gets_copies_of_the_inputs_and_changing_them_is_named():
     x = torch.tensor([1.0, 2.0])
 
     def in_place(t):
-        return t.mul_(2)
+        return t.mul_(2)  # the right values, but the caller's tensor is doubled too
 
-    assert compare("double", in_place, double, [Case("a vector", (x,))]).passed
+    result = compare("double", in_place, double, [Case("a vector", (x,))])
+    assert not result.passed and result.mistake == "in_place"
+    assert result.message.startswith("your function changes its input `t` in place (on a vector)")
     assert torch.equal(x, torch.tensor([1.0, 2.0]))
 
 

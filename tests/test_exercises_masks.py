@@ -54,7 +54,7 @@ def test_padding_mask_mistakes_are_named(reader, mistake, words):
 
 def test_padding_mask_explains_an_unrecognised_dtype_and_wrong_entries():
     as_bytes = check.padding_mask(lambda tokens, pad_id: (tokens == pad_id)[:, None, None].byte())
-    assert as_bytes.mistake is None and "returned dtype torch.uint8" in as_bytes.message
+    assert as_bytes.mistake == "dtype" and "returned dtype torch.uint8" in as_bytes.message
 
     def first_token_hidden(tokens, pad_id):
         return torch.cat([torch.zeros_like(tokens[:, :1]), tokens[:, 1:]], dim=1)[:, None, None] != pad_id

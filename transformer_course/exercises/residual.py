@@ -117,7 +117,11 @@ def _warmup_reference(step, peak_lr, warmup):
 
 
 def _observe_rate(fn, case: Case):
-    return float(fn(*case.args))
+    rate = fn(*case.args)
+    # A 0-d tensor of float32 or float64 is as good as a float; a half-precision one is named as a dtype problem.
+    if isinstance(rate, torch.Tensor) and rate.dtype in (torch.float16, torch.bfloat16):
+        return rate
+    return float(rate)
 
 
 _WARMUP_MISTAKES = (
