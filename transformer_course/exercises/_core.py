@@ -242,6 +242,8 @@ def compare(
                 wrong = (_observe_variant(observe, mistake.variant, case) for case in cases)
                 if all(_same(g, w, atol, rtol) for g, w in zip(got, wrong)):
                     return Result(name, False, mistake.message, mistake.key)
+        # Shape first: a case where the result has the wrong type or shape (or none) says more than wrong values.
+        first_bad = next((i for i, (g, e) in enumerate(zip(got, expected)) if _structure_differs(g, e)), first_bad)
         label = cases[first_bad].label
         # The dtype is named here, not by `explain`: a custom explain need not know about dtypes.
         difference = _dtype_difference(got[first_bad], expected[first_bad])
@@ -525,8 +527,8 @@ def _same(a: Any, b: Any, atol: float, rtol: float) -> bool:
         return a.keys() == b.keys() and all(_same(a[key], b[key], atol, rtol) for key in a)
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
-    if isinstance(a, numbers.Integral) and isinstance(b, numbers.Integral):
-        return int(a) == int(b)
+    if isinstance(a, numbers.Integral) or isinstance(b, numbers.Integral):  # a count: exact, even as a float
+        return isinstance(a, numbers.Real) and isinstance(b, numbers.Real) and float(a) == float(b)
     if isinstance(a, numbers.Real) and isinstance(b, numbers.Real):
         return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=atol) or (math.isnan(a) and math.isnan(b))
     if type(a) is not type(b):
@@ -536,6 +538,19 @@ def _same(a: Any, b: Any, atol: float, rtol: float) -> bool:
     if type(a).__eq__ is object.__eq__:
         return True  # objects without a notion of equality (a module, a generator): compared by type only
     return bool(a == b)
+
+
+def _structure_differs(got: Any, expected: Any) -> bool:
+    """True where got is a crash, None, or of another type, shape or length than expected."""
+    if isinstance(got, Crash) or (got is None) != (expected is None):
+        return True
+    if isinstance(expected, torch.Tensor):
+        return not isinstance(got, torch.Tensor) or got.shape != expected.shape
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            return True
+        return any(_structure_differs(g, e) for g, e in zip(got, expected))
+    return False
 
 
 def _dtype_difference(got: Any, expected: Any) -> tuple[Any, Any, str] | None:
@@ -559,7 +574,8 @@ def _dtype_difference(got: Any, expected: Any) -> tuple[Any, Any, str] | None:
         if isinstance(got, torch.Tensor) and got.dim() == 0:
             return f"a {got.dtype} tensor", wanted, ""
         if wanted == "a Python int" and isinstance(got, numbers.Real) and not isinstance(got, numbers.Integral):
-            return f"a float ({got!r})", wanted, ""
+            # The right count as a float (from /); a float far from it is a wrong value, not a wrong type.
+            return (f"a float ({got!r})", wanted, "") if math.isclose(got, expected, rel_tol=1e-9) else None
     return None
 
 
