@@ -62,8 +62,10 @@ def _noisy(value):
     if isinstance(value, int):
         return value + random.randint(1, 9)
     if isinstance(value, nn.Linear):
+        # Weights copied with a little noise, from NumPy: the checker seeds torch while the module is built, so
+        # that a Linear left with its random initial weights is told "were the weights copied?" instead.
         with torch.no_grad():
-            value.weight.add_(0.01 * torch.randn_like(value.weight))  # weights copied with a little noise
+            value.weight.add_(torch.from_numpy(0.01 * np.random.randn(*value.weight.shape)).float())
         return value
     raise TypeError(f"no noise for {type(value).__name__}")
 
