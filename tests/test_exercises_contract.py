@@ -98,12 +98,17 @@ def _mutate(value) -> bool:
     return False
 
 
-def _in_place_answer(name):
+def _in_place_answer(name, mutated: list | None = None):
+    """The solution, followed by a change to its first tensor (or module, or list of tensors) argument."""
     reference = getattr(solutions, name)
 
     def writes_into_its_input(*args, **kwargs):
         out = reference(*args, **kwargs)
-        assert any(_mutate(arg) for arg in args)  # the exercise has a tensor or module argument
+        changed = any(_mutate(arg) for arg in args)
+        if mutated is not None:
+            mutated.append(changed)
+        elif not changed:
+            raise AssertionError(f"{name} has no tensor, module or list argument: list it in NO_MUTABLE_INPUT")
         return out
 
     return writes_into_its_input
@@ -141,6 +146,13 @@ def test_an_answer_that_modifies_its_input_is_named(name):
     result = getattr(check, name)(_in_place_answer(name))
     assert not result.passed and result.mistake == "in_place", result
     assert "in place" in result.message, result
+
+
+@pytest.mark.parametrize("name", sorted(NO_MUTABLE_INPUT))
+def test_the_checkers_listed_without_mutable_input_have_none(name):
+    mutated = []
+    assert getattr(check, name)(_in_place_answer(name, mutated)).passed
+    assert mutated and not any(mutated)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -201,35 +201,21 @@ def compare(
 
     observe(f, case) turns a function and a case into something comparable (by default the
     return value; a checker of a module builder can return a summary such as shapes and counts),
-    and explain(got, expected, case_label) words a difference no known mistake accounts for, the dtype
-    included (describe_difference is the default). Every call of observe gets fresh copies of the case's
-    arguments; an observe that builds modules with the reader's function seeds torch first, so that random
-    initial weights are the same on both runs. Tensors compare with allclose(atol, rtol, NaN equal to NaN)
-    after a shape check; tuples and lists item by item; crashes by exception type. `passed` replaces the
-    default success message; time_limit (seconds per call) replaces TIME_LIMIT.
+    and explain(got, expected, case_label) words a difference no known mistake accounts for
+    (describe_difference by default; a wrong dtype is named by compare itself). Every call of observe gets
+    fresh copies of the case's arguments; an observe that builds modules with the reader's function seeds
+    torch while it builds them, so that random initial weights are the same on both runs. Tensors compare
+    with allclose(atol, rtol, NaN equal to NaN) after a shape check; tuples and lists item by item; crashes
+    by exception type. `passed` replaces the default success message; time_limit (seconds per call)
+    replaces TIME_LIMIT.
     """
     if not callable(fn):
         return Result(name, False, f"expected a function, got {type(fn).__name__}: pass the function itself, no ()")
     limit = TIME_LIMIT if time_limit is None else time_limit
-    explain = explain or describe_difference
     with preserved_random_state():
-        runs = []
-        module_copies: list[dict] = [{} for _ in cases]  # per case: the reader's copies of the modules it is given
-        for seed in _SEEDS:
-            for i, case in enumerate(cases):
-                run = _run_reader(observe, fn, case, seed, limit, module_copies[i])
-                if isinstance(run.value, _TimedOut):
-                    return Result(name, False, _timed_out_message(run.value, case.label, limit), "time_limit")
-                if seed == _SEEDS[0]:
-                    runs.append(run)
-                    if run.modified is not None:
-                        module_copies[i] = {}  # the second run gets untouched copies
-                elif not _same(runs[i].value, run.value, atol, rtol):
-                    return Result(name, False, _nondeterministic_message(case.label), "nondeterministic")
-        for case, run in zip(cases, runs):
-            if run.modified is not None:
-                return Result(name, False, _in_place_message(run.modified, case.label), "in_place")
-        got = [run.value for run in runs]
+        got, problem = _observe_reader_twice(observe, fn, cases, limit, atol, rtol)
+        if problem is not None:
+            return Result(name, False, *problem)
         expected = [observe(reference, _fresh(case)) for case in cases]
         first_bad = next((i for i, (g, e) in enumerate(zip(got, expected)) if not _same(g, e, atol, rtol)), None)
         if first_bad is None:
@@ -242,16 +228,16 @@ def compare(
                 wrong = (_observe_variant(observe, mistake.variant, case) for case in cases)
                 if all(_same(g, w, atol, rtol) for g, w in zip(got, wrong)):
                     return Result(name, False, mistake.message, mistake.key)
-        # Shape first: a case where the result has the wrong type or shape (or none) says more than wrong values.
-        first_bad = next((i for i, (g, e) in enumerate(zip(got, expected)) if _structure_differs(g, e)), first_bad)
-        label = cases[first_bad].label
-        # The dtype is named here, not by `explain`: a custom explain need not know about dtypes.
-        difference = _dtype_difference(got[first_bad], expected[first_bad])
-        if difference is not None:
-            got_type, expected_type, where = difference
-            where = where if observe is observe_call else ""  # "value i" of a summary would mean nothing to the reader
-            return Result(name, False, dtype_message(got_type, expected_type, where, label), "dtype")
-        return Result(name, False, explain(got[first_bad], expected[first_bad], label))
+    # Shape first: a case where the result has the wrong type or shape (or none) says more than wrong values.
+    first_bad = next((i for i, (g, e) in enumerate(zip(got, expected)) if _structure_differs(g, e)), first_bad)
+    label = cases[first_bad].label
+    # The dtype is named here, not by `explain`: a custom explain need not know about dtypes.
+    difference = _dtype_difference(got[first_bad], expected[first_bad])
+    if difference is not None:
+        got_type, expected_type, where = difference
+        where = where if observe is observe_call else ""  # "value i" of a summary would mean nothing to the reader
+        return Result(name, False, _dtype_message(got_type, expected_type, where, label), "dtype")
+    return Result(name, False, (explain or describe_difference)(got[first_bad], expected[first_bad], label))
 
 
 def describe_difference(got: Any, expected: Any, label: str) -> str:
@@ -262,7 +248,7 @@ def describe_difference(got: Any, expected: Any, label: str) -> str:
         return f"returned None on {label}: is the `return` missing?"
     difference = _dtype_difference(got, expected)
     if difference is not None:
-        return dtype_message(*difference, label)
+        return _dtype_message(*difference, label)
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor):
             return f"returned an object of type {type(got).__name__} on {label}, expected a torch.Tensor"
@@ -281,7 +267,7 @@ def describe_difference(got: Any, expected: Any, label: str) -> str:
     return f"returned {_brief(got)} on {label}, expected {_brief(expected)}"
 
 
-def dtype_message(got: Any, expected: Any, where: str, label: str) -> str:
+def _dtype_message(got: Any, expected: Any, where: str, label: str) -> str:
     """The diagnosis of a result of the wrong type, from _dtype_difference: torch dtypes, or Python numbers."""
     if isinstance(expected, str):  # a Python number was expected
         hint = " (use // rather than /, and no tensors)" if expected == "a Python int" else ""
@@ -321,6 +307,33 @@ class _TimedOut:
 class _Run:
     value: Any  # the observation, a Crash, or _TimedOut
     modified: str | None  # which input the call changed in place, e.g. "`x`" or "`norm1.weight`"
+
+
+def _observe_reader_twice(
+    observe: Callable, fn: Callable, cases: Sequence[Case], limit: float, atol: float, rtol: float
+) -> tuple[list, tuple[str, str] | None]:
+    """The reader's observations, or a (message, key) problem found before any comparison with the reference.
+
+    Every case runs under seed 0, then again under seed 1: a time limit reached stops everything at once; two
+    runs that differ are named before anything else; then an input changed in place.
+    """
+    runs = []
+    module_copies: list[dict] = [{} for _ in cases]  # per case: the reader's copies of the modules it is given
+    for seed in _SEEDS:
+        for i, case in enumerate(cases):
+            run = _run_reader(observe, fn, case, seed, limit, module_copies[i])
+            if isinstance(run.value, _TimedOut):
+                return [], (_timed_out_message(run.value, case.label, limit), "time_limit")
+            if seed == _SEEDS[0]:
+                runs.append(run)
+                if run.modified is not None:
+                    module_copies[i] = {}  # the second run gets untouched copies
+            elif not _same(runs[i].value, run.value, atol, rtol):
+                return [], (_nondeterministic_message(case.label), "nondeterministic")
+    for case, run in zip(cases, runs):
+        if run.modified is not None:
+            return [], (_in_place_message(run.modified, case.label), "in_place")
+    return [run.value for run in runs], None
 
 
 def _run_reader(observe: Callable, fn: Callable, case: Case, seed: int, limit: float, module_copies: dict) -> _Run:
