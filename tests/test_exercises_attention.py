@@ -72,31 +72,30 @@ def weights_dot_T(q, k):
     return torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)
 
 
-@pytest.mark.filterwarnings("ignore:The use of `x.T`")
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (weights_unscaled, "no_scale", "did you forget to divide by √d_k"),
-        (weights_divided_by_d_k, "scale_by_d_k", "its square root"),
-        (weights_scaled_after, "scale_after_softmax", "rows sum to 1/√d_k"),
-        (weights_over_queries, "softmax_wrong_axis", "the columns sum to 1, not the rows"),
-        (weights_forgot_softmax, "no_softmax", "these are the scaled scores"),
-        (weights_k_not_transposed, "k_not_transposed", "multiplied by k itself"),
-        (weights_dot_T, "batched_T", "k.T reverses every axis"),
-    ],
-)
-def test_attention_weights_mistakes_are_named(reader, mistake, words):
-    result = check.attention_weights(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result
+def weights_temperature_two(q, k):  # a scale of 2√d_k: close, but no known mistake
+    return torch.softmax(q @ k.mT / (2 * math.sqrt(q.shape[-1])), dim=-1)
 
 
-def test_attention_weights_unrecognised_mistake_names_the_first_failing_case():
-    def temperature_two(q, k):  # a scale of 2√d_k: close, but no known mistake
-        return torch.softmax(q @ k.mT / (2 * math.sqrt(q.shape[-1])), dim=-1)
+def weights_scaled_in_place(q, k):
+    q /= math.sqrt(q.shape[-1])  # divides the caller's queries too
+    return torch.softmax(q @ k.mT, dim=-1)
 
-    result = check.attention_weights(temperature_two)
-    assert not result.passed and result.mistake is None
-    assert result.message.startswith("returned the right shape but wrong values on 3 queries and 4 keys")
+
+def weights_scaled_by_key_count(q, k):
+    return torch.softmax(q @ k.mT / math.sqrt(k.shape[-2]), dim=-1)
+
+
+def weights_and_scores(q, k):
+    scores = q @ k.mT / math.sqrt(q.shape[-1])
+    return torch.softmax(scores, dim=-1), scores
+
+
+def weights_log_softmax(q, k):
+    return torch.log_softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1)
+
+
+def weights_in_float64(q, k):
+    return torch.softmax(q.double() @ k.double().mT / math.sqrt(q.shape[-1]), dim=-1)
 
 
 # ---- exercise 2.2
@@ -128,26 +127,33 @@ def output_and_weights(q, k, v):
     return weights @ v, weights
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (seed_000_formula, "v_inside_softmax", "softmax(QKᵀ/√d_k · V)"),
-        (output_unscaled, "no_scale", "did you forget to divide by √d_k"),
-        (output_scaled_by_value_size, "scale_by_d_v", "the size of the values"),
-        (output_over_queries, "softmax_wrong_axis", "softmax(scores, dim=-1)"),
-        (output_is_the_weights, "returned_weights", "you returned the attention weights"),
-        (output_and_weights, "returned_pair", "output only"),
-    ],
-)
-def test_attention_mistakes_are_named(reader, mistake, words):
-    result = check.attention(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result
+def output_v_transposed(q, k, v):
+    return torch.softmax(q @ k.mT, -1) @ v.mT
 
 
-def test_attention_accepts_pytorch_and_explains_a_crash():
-    assert check.attention(F.scaled_dot_product_attention).passed
-    result = check.attention(lambda q, k, v: torch.softmax(q @ k.mT, -1) @ v.mT)  # v transposed: crashes
-    assert not result.passed and result.mistake is None and result.message.startswith("raised RuntimeError")
+def output_scaled_in_place(q, k, v):
+    return torch.softmax(q.div_(math.sqrt(q.shape[-1])) @ k.mT, dim=-1) @ v
+
+
+def output_values_on_the_left(q, k, v):
+    return v @ torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1)
+
+
+def output_with_dropout(q, k, v):
+    weights = F.dropout(torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1), p=0.1)
+    return weights @ v
+
+
+def output_without_return(q, k, v):
+    out = torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1) @ v  # noqa: F841
+
+
+def output_in_half_precision(q, k, v):
+    return (torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1) @ v).half()
+
+
+def output_averages_the_keys(q, k, v):
+    return torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1) @ k
 
 
 # ---- exercise 2.3
@@ -177,16 +183,98 @@ def softmax_around_v(x, w_q, w_k, w_v):
     return seed_000_formula(q, k, v)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
+def self_attention_unscaled(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    return torch.softmax(q @ k.mT, dim=-1) @ v
+
+
+def scaled_by_model_width(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    return torch.softmax(q @ k.mT / math.sqrt(x.shape[-1]), dim=-1) @ v
+
+
+def self_softmax_over_queries(x, w_q, w_k, w_v):
+    q, k, v = torch.matmul(x, w_q), torch.matmul(x, w_k), torch.matmul(x, w_v)
+    return F.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=0 if x.dim() == 2 else 1) @ v
+
+
+def self_returns_weights(x, w_q, w_k, w_v):
+    q, k = x @ w_q, x @ w_k
+    return torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1)
+
+
+def scale_folded_into_w_q(x, w_q, w_k, w_v):
+    w_q.div_(math.sqrt(w_q.shape[1]))  # the scale folded into the caller's W_Q
+    return torch.softmax((x @ w_q) @ (x @ w_k).mT, dim=-1) @ (x @ w_v)
+
+
+def self_attention_with_dropout(x, w_q, w_k, w_v):
+    return F.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, dropout_p=0.1)
+
+
+def self_attention_in_float64(x, w_q, w_k, w_v):
+    x, w_q, w_k, w_v = (t.to(torch.float64) for t in (x, w_q, w_k, w_v))
+    return F.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+
+
+# Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
+WRONG_ANSWERS = {
+    "attention_weights": [
+        (weights_unscaled, "no_scale", "did you forget to divide by √d_k"),
+        (weights_divided_by_d_k, "scale_by_d_k", "its square root"),
+        (weights_scaled_after, "scale_after_softmax", "rows sum to 1/√d_k"),
+        (weights_over_queries, "softmax_wrong_axis", "the columns sum to 1, not the rows"),
+        (weights_forgot_softmax, "no_softmax", "these are the scaled scores"),
+        (weights_k_not_transposed, "k_not_transposed", "multiplied by k itself"),
+        (weights_dot_T, "batched_T", "k.T reverses every axis"),
+        (weights_temperature_two, None, "returned the right shape but wrong values on 3 queries and 4 keys"),
+        (weights_scaled_in_place, "in_place", "changes its input `q` in place"),
+        (weights_scaled_by_key_count, None, "wrong values on 3 queries and 4 keys with d_k = 8"),
+        (weights_and_scores, None, "returned an object of type tuple on 3 queries and 4 keys"),
+        (weights_log_softmax, None, "wrong values on 3 queries and 4 keys"),
+        (weights_in_float64, "dtype", "returned dtype torch.float64 on 3 queries and 4 keys with d_k = 8"),
+    ],
+    "attention": [
+        (seed_000_formula, "v_inside_softmax", "softmax(QKᵀ/√d_k · V)"),
+        (output_unscaled, "no_scale", "did you forget to divide by √d_k"),
+        (output_scaled_by_value_size, "scale_by_d_v", "the size of the values"),
+        (output_over_queries, "softmax_wrong_axis", "softmax(scores, dim=-1)"),
+        (output_is_the_weights, "returned_weights", "you returned the attention weights"),
+        (output_and_weights, "returned_pair", "output only"),
+        (output_v_transposed, None, "raised RuntimeError"),
+        (output_scaled_in_place, "in_place", "changes its input `q` in place"),
+        (output_values_on_the_left, None, "raised RuntimeError"),
+        (output_with_dropout, "nondeterministic", "dropout or random noise"),
+        (output_without_return, None, "is the `return` missing?"),
+        (output_in_half_precision, "dtype", "returned dtype torch.float16"),
+        (output_averages_the_keys, None, "returned shape (3, 8) on 3 queries and 4 keys with d_k = 8 and d_v = 2"),
+    ],
+    "self_attention": [
         (no_projections, "no_projection", "does not use W_Q, W_K, W_V"),
         (keys_against_queries, "scores_transposed", "you computed K Qᵀ"),
         (averages_the_input, "value_not_projected", "the weights average x itself"),
         (linear_layout, "linear_layout", "nn.Linear's layout"),
         (softmax_around_v, "v_inside_softmax", "after multiplying by V"),
+        (self_attention_unscaled, "no_scale", "did you forget to divide by √d_k"),
+        (scaled_by_model_width, "scale_by_d_model", "√d_model"),
+        (self_softmax_over_queries, "softmax_wrong_axis", "the columns sum to 1"),
+        (self_returns_weights, "returned_weights", "you returned the attention weights"),
+        (scale_folded_into_w_q, "in_place", "changes its input `w_q` in place"),
+        (self_attention_with_dropout, "nondeterministic", "dropout or random noise"),
+        (self_attention_in_float64, "dtype", "returned dtype torch.float64"),
     ],
+}
+CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+@pytest.mark.parametrize(
+    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
 )
-def test_self_attention_mistakes_are_named(reader, mistake, words):
-    result = check.self_attention(reader)
+def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
+    result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result
+
+
+def test_attention_accepts_pytorch():
+    assert check.attention(F.scaled_dot_product_attention).passed

@@ -132,47 +132,6 @@ def greedy_one_pass_without_masks(model, src, max_len, bos, eos):
     return torch.cat([dec_in[:, :1], decoder_logits(model, dec_in, memory, src, None).argmax(-1)], dim=1)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (greedy_one_pass, "one_pass", "seed 001's test"),
-        (greedy_reading_first_position, "first_position", "logits[:, -1]"),
-        (greedy_feeding_only_bos, "first_position", "predicts from <sos> alone"),
-        (make_greedy(mask=False), "no_causal_mask", "without the causal mask"),
-        (make_greedy(pad=False, stop_rule="never"), "never_stops", "does not stop at <eos>"),
-        (make_greedy(pad=False), "no_pad_after_eos", "masked_fill(finished, model.pad_id)"),
-        (make_greedy(stop_rule="never"), "runs_to_max_len", "always has max_len columns"),
-        (make_greedy(stop_rule="any"), "stops_at_first_eos", "not .any()"),
-        (make_greedy(drop_bos=True), "no_bos", "must start with bos"),
-    ],
-)
-def test_greedy_mistakes_are_named(reader, mistake, words):
-    result = check.greedy(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result
-
-
-def test_a_correct_reader_loop_passes():
-    assert check.greedy(make_greedy()).passed
-
-
-def test_greedy_unnamed_mistakes_get_a_description():
-    repeats = check.greedy(greedy_one_pass_without_masks)
-    assert not repeats.passed and repeats.mistake is None
-    assert "a row repeats one word: is the prediction fed back in?" in repeats.message
-    as_list = check.greedy(lambda model, src, max_len, bos, eos: [[bos]])
-    assert not as_list.passed and "returned an object of type list" in as_list.message
-    crash = check.greedy(lambda model, src, max_len, bos, eos: model.decode(src))
-    assert not crash.passed and crash.message.startswith("raised TypeError")
-
-
-def test_greedy_stub_shows_not_implemented():
-    def stub(model, src, max_len, bos, eos):
-        raise NotImplementedError("greedy: replace this line with your code")
-
-    with pytest.raises(NotImplementedError):
-        check.greedy(stub)
-
-
 # ---- exercise 12.2: beam_step
 
 
@@ -234,25 +193,102 @@ def step_unsorted(scores, log_probs, finished, k, pad_id):
     return beam[order], token[order], score[order]
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
+def step_index_true_division(scores, log_probs, finished, k, pad_id):
+    total = (scores[:, None] + log_probs).masked_fill(finished[:, None], float("-inf"))
+    total[finished, pad_id] = scores[finished]
+    best, index = total.flatten().topk(k)
+    vocab = log_probs.shape[1]
+    return torch.floor(index / vocab), index % vocab, best  # a float tensor of hypothesis indices
+
+
+def step_fixed_k(scores, log_probs, finished, k, pad_id):
+    return solutions.beam_step(scores, log_probs, finished, 3, pad_id)
+
+
+def step_added_in_place(scores, log_probs, finished, k, pad_id):
+    log_probs += scores[:, None]  # the caller's log-probabilities change
+    log_probs[finished] = float("-inf")
+    log_probs[finished, pad_id] = scores[finished]
+    best, index = log_probs.flatten().topk(k)
+    return index // log_probs.shape[1], index % log_probs.shape[1], best
+
+
+def step_worst_first(scores, log_probs, finished, k, pad_id):
+    beam, token, score = solutions.beam_step(scores, log_probs, finished, k, pad_id)
+    return beam.flip(0), token.flip(0), score.flip(0)
+
+
+def step_without_scores_returned(scores, log_probs, finished, k, pad_id):
+    beam, token, _ = solutions.beam_step(scores, log_probs, finished, k, pad_id)
+    return beam, token
+
+
+@torch.no_grad()
+def greedy_sampling(model, src, max_len, bos, eos):
+    # Sampling from the softmax instead of taking the argmax: a different decoder.
+    memory = model.encode(src)
+    ys = torch.full((src.shape[0], 1), bos)
+    finished = torch.zeros(src.shape[0], dtype=torch.bool)
+    while ys.shape[1] < max_len and not finished.all():
+        probs = decoder_logits(model, ys, memory, src, tc.causal_mask(ys.shape[1]))[:, -1].softmax(-1)
+        word = torch.multinomial(probs, 1)[:, 0].masked_fill(finished, model.pad_id)
+        ys = torch.cat([ys, word[:, None]], dim=1)
+        finished |= word == eos
+    return ys
+
+
+def greedy_stub(model, src, max_len, bos, eos):
+    raise NotImplementedError("greedy: replace this line with your code")
+
+
+# Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
+WRONG_ANSWERS = {
+    "greedy": [
+        (greedy_one_pass, "one_pass", "seed 001's test"),
+        (greedy_reading_first_position, "first_position", "logits[:, -1]"),
+        (greedy_feeding_only_bos, "first_position", "predicts from <sos> alone"),
+        (make_greedy(mask=False), "no_causal_mask", "without the causal mask"),
+        (make_greedy(pad=False, stop_rule="never"), "never_stops", "does not stop at <eos>"),
+        (make_greedy(pad=False), "no_pad_after_eos", "masked_fill(finished, model.pad_id)"),
+        (make_greedy(stop_rule="never"), "runs_to_max_len", "always has max_len columns"),
+        (make_greedy(stop_rule="any"), "stops_at_first_eos", "not .any()"),
+        (make_greedy(drop_bos=True), "no_bos", "must start with bos"),
+        (greedy_one_pass_without_masks, None, "a row repeats one word: is the prediction fed back in?"),
+        (lambda model, src, max_len, bos, eos: [[bos]], None, "returned an object of type list"),
+        (lambda model, src, max_len, bos, eos: model.decode(src), None, "raised TypeError"),
+        (greedy_sampling, "nondeterministic", "dropout or random noise"),
+    ],
+    "beam_step": [
         (step_without_scores, "score_not_added", "add each hypothesis' score"),
         (step_one_word_per_beam, "best_per_hypothesis", "a beam never branches"),
         (step_ignoring_finished, "finished_extended", "was extended like the others"),
         (step_dropping_finished, "finished_dropped", "finished hypotheses disappeared"),
         (step_swapped, "div_mod_swapped", "hypothesis is i // V and the token i % V"),
+        (step_top_k_of_each_beam, None, "top-k per hypothesis"),
+        (step_unsorted, None, "not sorted best first"),
+        (lambda scores, log_probs, finished, k, pad_id: (scores, log_probs), None, "expected 3 values"),
+        (step_index_true_division, "dtype", "value 0: returned dtype torch.float32 on the first step"),
+        (step_fixed_k, None, "value 0: returned shape (3,) on 4 hypotheses, the best one finished, k=4, V=8"),
+        (step_added_in_place, "in_place", "changes its input `log_probs` in place"),
+        (step_worst_first, None, "not sorted best first"),
+        (step_without_scores_returned, None, "expected 3 values"),
     ],
+}
+CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES)]
 )
-def test_beam_step_mistakes_are_named(reader, mistake, words):
-    result = check.beam_step(reader)
+def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
+    result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result
 
 
-def test_beam_step_unnamed_mistakes_get_a_description():
-    per_beam = check.beam_step(step_top_k_of_each_beam)
-    assert not per_beam.passed and per_beam.mistake is None and "top-k per hypothesis" in per_beam.message
-    unsorted = check.beam_step(step_unsorted)
-    assert not unsorted.passed and "not sorted best first" in unsorted.message
-    pair = check.beam_step(lambda scores, log_probs, finished, k, pad_id: (scores, log_probs))
-    assert not pair.passed and "expected 3 values" in pair.message
+def test_a_correct_reader_loop_passes():
+    assert check.greedy(make_greedy()).passed
+
+
+def test_greedy_stub_shows_not_implemented():
+    with pytest.raises(NotImplementedError, match="replace this line"):
+        check.greedy(greedy_stub)

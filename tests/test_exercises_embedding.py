@@ -80,26 +80,33 @@ def table_concatenated(max_len, d_model):
     return torch.cat([torch.sin(pos * freq), torch.cos(pos * freq)], dim=1).float()
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (table_cos_first, "sin_cos_swapped", "sine and cosine are swapped"),
-        (table_pair_index, "exponent_not_doubled", "where the formula has 2i"),
-        (table_column_index, "exponent_from_column", "column index j"),
-        (table_seed_001_positions, "positions_from_one", "off by one"),
-        (table_seed_000_sign, "exponent_sign", "minus sign"),
-        (table_concatenated, "halves_layout", "interleaves"),
-    ],
-)
-def test_sinusoidal_table_mistakes_are_named(reader, mistake, words):
-    result = check.sinusoidal_table(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result
+def table_in_float64(max_len, d_model):
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angle = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    table = torch.zeros(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2], table[:, 1::2] = torch.sin(angle), torch.cos(angle)
+    return table  # the .float() at the end forgotten
 
 
-def test_the_seed_001_loop_is_right_and_numpy_output_is_explained():
-    assert check.sinusoidal_table(table_loop).passed
-    as_numpy = check.sinusoidal_table(lambda n, d: table_loop(n, d).numpy())
-    assert not as_numpy.passed and "type ndarray" in as_numpy.message
+def table_transposed(max_len, d_model):
+    return solutions.sinusoidal_table(max_len, d_model).T
+
+
+def table_sines_only(max_len, d_model):  # the cosines forgotten: a sine in every column
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    return torch.sin(pos / 10000 ** (2 * (torch.arange(d_model) // 2) / d_model)).float()
+
+
+def table_base_1000(max_len, d_model):
+    return table_loop(max_len, d_model, power=lambda j, d: 2 * (j // 2) / d * math.log(1000) / math.log(10000))
+
+
+def table_without_return(max_len, d_model):
+    table = solutions.sinusoidal_table(max_len, d_model)  # noqa: F841
+
+
+def table_as_embedding(max_len, d_model):
+    return torch.nn.Embedding(max_len, d_model).weight.detach()  # learned positions, not the sinusoids
 
 
 # ---- exercise 8.2
@@ -125,14 +132,93 @@ def shift_pair_frequency(k, d_model):
     return torch.block_diag(*blocks)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
+def shift_transposed(k, d_model):
+    return solutions.shift_matrix(k, d_model).T
+
+
+def shift_in_float32(k, d_model):
+    m = torch.zeros(d_model, d_model)  # the default dtype, float32
+    for i in range(d_model // 2):
+        a = k / 10000 ** (2 * i / d_model)
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
+            [[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]]
+        )
+    return m
+
+
+def shift_identity(k, d_model):
+    return torch.eye(d_model, dtype=torch.float64)
+
+
+def shift_block_rows_swapped(k, d_model):
+    blocks = []
+    for i in range(d_model // 2):
+        a = k / 10000 ** (2 * i / d_model)
+        blocks.append(torch.tensor([[-math.sin(a), math.cos(a)], [math.cos(a), math.sin(a)]], dtype=torch.float64))
+    return torch.block_diag(*blocks)
+
+
+def shift_from_numpy(k, d_model):
+    return solutions.shift_matrix(k, d_model).numpy()
+
+
+def shift_without_return(k, d_model):
+    m = solutions.shift_matrix(k, d_model)  # noqa: F841
+
+
+def shift_blocks_not_assembled(k, d_model):
+    blocks = []
+    for i in range(d_model // 2):
+        a = k / 10000 ** (2 * i / d_model)
+        blocks.append(torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]], dtype=torch.float64))
+    return torch.stack(blocks)  # (d_model / 2, 2, 2): the blocks, not the matrix
+
+
+def shift_squared_offset(k, d_model):
+    return solutions.shift_matrix(k * k, d_model)
+
+
+# Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
+WRONG_ANSWERS = {
+    "sinusoidal_table": [
+        (table_cos_first, "sin_cos_swapped", "sine and cosine are swapped"),
+        (table_pair_index, "exponent_not_doubled", "where the formula has 2i"),
+        (table_column_index, "exponent_from_column", "column index j"),
+        (table_seed_001_positions, "positions_from_one", "off by one"),
+        (table_seed_000_sign, "exponent_sign", "minus sign"),
+        (table_concatenated, "halves_layout", "interleaves"),
+        (lambda n, d: table_loop(n, d).numpy(), None, "type ndarray"),
+        (table_in_float64, "dtype", "returned dtype torch.float64 on max_len=4, d_model=4"),
+        (table_transposed, None, "returned shape (8, 10) on max_len=10, d_model=8, expected (10, 8)"),
+        (table_sines_only, None, "wrong values on max_len=4, d_model=4"),
+        (table_base_1000, None, "wrong values on max_len=4, d_model=4"),
+        (table_without_return, None, "is the `return` missing?"),
+        (table_as_embedding, "nondeterministic", "draw no random numbers"),  # learned, not sinusoids
+    ],
+    "shift_matrix": [
         (shift_wrong_signs, "rotates_backwards", "shifts by -k"),
         (shift_by_one, "k_ignored", "whatever k is"),
         (shift_pair_frequency, "exponent_not_doubled", "with 2i, not i"),
+        (shift_transposed, "rotates_backwards", "shifts by -k"),
+        (shift_in_float32, "dtype", "returned dtype torch.float32 on k=1, d_model=4, expected torch.float64"),
+        (shift_identity, None, "wrong values on k=1, d_model=4"),
+        (shift_block_rows_swapped, None, "wrong values on k=1, d_model=4"),
+        (shift_from_numpy, None, "returned an object of type ndarray on k=1, d_model=4"),
+        (shift_without_return, None, "is the `return` missing?"),
+        (shift_blocks_not_assembled, None, "returned shape (2, 2, 2) on k=1, d_model=4, expected (4, 4)"),
+        (shift_squared_offset, None, "wrong values on k=3, d_model=8"),
     ],
+}
+CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
 )
-def test_shift_matrix_mistakes_are_named(reader, mistake, words):
-    result = check.shift_matrix(reader)
+def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
+    result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result
+
+
+def test_the_seed_001_loop_is_right():
+    assert check.sinusoidal_table(table_loop).passed

@@ -5,6 +5,7 @@ The wrong answers are written the way a reader might write them, independently o
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import transformer_course as tc
 from transformer_course.exercises import check, solutions
@@ -70,9 +71,43 @@ def ffn_on_the_input(x, mask, self_attn, ffn, norm1, norm2):
     return norm2(h + ffn(x))
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
+def twice_the_attention(x, mask, self_attn, ffn, norm1, norm2):
+    x = norm1(x + 2 * self_attn(x, x, x, mask))
+    return norm2(x + ffn(x))
+
+
+def attention_called_wrongly(x, mask, self_attn, ffn, norm1, norm2):
+    return self_attn(x, mask)
+
+
+def stops_after_attention(x, mask, self_attn, ffn, norm1, norm2):
+    return norm1(x + self_attn(x, x, x, mask))
+
+
+def with_dropout(x, mask, self_attn, ffn, norm1, norm2):
+    h = norm1(x + F.dropout(self_attn(x, x, x, mask), 0.1))
+    return norm2(h + F.dropout(ffn(h), 0.1))
+
+
+def residual_added_in_place(x, mask, self_attn, ffn, norm1, norm2):
+    x += self_attn(x, x, x, mask)  # the caller's x changes
+    h = norm1(x)
+    return norm2(h + ffn(h))
+
+
+def without_return(x, mask, self_attn, ffn, norm1, norm2):
+    h = norm1(x + self_attn(x, x, x, mask))
+    out = norm2(h + ffn(h))  # noqa: F841
+
+
+def last_position_only(x, mask, self_attn, ffn, norm1, norm2):
+    h = norm1(x + self_attn(x, x, x, mask))
+    return norm2(h + ffn(h))[:, -1]
+
+
+# Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
+WRONG_ANSWERS = {
+    "encoder_layer": [
         (no_residual, "residual_missing", "the residual connection is missing"),
         (no_residual_around_attention, "residual_missing", "residual around the self-attention is missing"),
         (no_residual_around_ffn, "residual_missing", "residual around the feed-forward network is missing"),
@@ -82,29 +117,21 @@ def ffn_on_the_input(x, mask, self_attn, ffn, norm1, norm2):
         (mask_forgotten, "mask_not_passed", "the mask is not passed"),
         (mask_flipped, "mask_inverted", "the mask is inverted"),
         (ffn_on_the_input, "ffn_input", "applied to the layer's input x"),
+        (stops_after_attention, "ffn_missing", "stops after the self-attention"),
+        (twice_the_attention, None, "wrong values on 2 padded sentences (lengths 5 and 3; d_model 8; 2 heads)"),
+        (attention_called_wrongly, None, "raised TypeError"),
+        (with_dropout, "nondeterministic", "dropout or random noise"),
+        (residual_added_in_place, "in_place", "changes its input `x` in place"),
+        (without_return, None, "is the `return` missing?"),
+        (last_position_only, None, "returned shape (2, 8) on 2 padded sentences"),
     ],
+}
+CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
 )
-def test_encoder_layer_mistakes_are_named(reader, mistake, words):
-    result = check.encoder_layer(reader)
+def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
+    result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result
-
-
-def test_other_wrong_answers_get_the_failing_case():
-    def twice_the_attention(x, mask, self_attn, ffn, norm1, norm2):
-        x = norm1(x + 2 * self_attn(x, x, x, mask))
-        return norm2(x + ffn(x))
-
-    result = check.encoder_layer(twice_the_attention)
-    assert not result.passed and result.mistake is None
-    assert "wrong values on 2 padded sentences (lengths 5 and 3; d_model 8; 2 heads)" in result.message
-
-    crash = check.encoder_layer(lambda x, mask, self_attn, ffn, norm1, norm2: self_attn(x, mask))
-    assert not crash.passed and crash.message.startswith("raised TypeError")
-
-
-def test_the_checker_leaves_the_global_random_state_alone():
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    check.encoder_layer(solutions.encoder_layer)
-    assert torch.equal(torch.rand(3), expected)

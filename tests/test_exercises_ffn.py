@@ -56,28 +56,40 @@ def ffn_untransposed(x, w1, b1, w2, b2):
     return torch.matmul(torch.relu(torch.matmul(x, w1) + b1), w2) + b2
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (ffn_linear_only, "no_activation", "ReLU between the two layers is missing"),
-        (ffn_relu_on_output, "relu_after_output", "never negative"),
-        (ffn_bias_outside, "bias_after_relu", "b1 is added after the ReLU"),
-        (ffn_seed_000_style, "biases_dropped", "never added"),
-        (ffn_untransposed, "weights_not_transposed", "multiply by W.T"),
-    ],
-)
-def test_ffn_forward_mistakes_are_named(reader, mistake, words):
-    result = check.ffn_forward(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result
+def ffn_gelu(x, w1, b1, w2, b2):  # GELU is a fine activation, but not the exercise's
+    return F.gelu(x @ w1.T + b1) @ w2.T + b2
 
 
-def test_ffn_forward_unrecognised_mistake_names_the_case():
-    def gelu_ffn(x, w1, b1, w2, b2):  # GELU is a fine activation, but not the exercise's
-        return F.gelu(x @ w1.T + b1) @ w2.T + b2
+def ffn_with_dropout(x, w1, b1, w2, b2):
+    return F.dropout(torch.relu(x @ w1.T + b1), p=0.1) @ w2.T + b2
 
-    result = check.ffn_forward(gelu_ffn)
-    assert not result.passed and result.mistake is None
-    assert "wrong values on a (2, 3, 4) batch, d_ff = 8" in result.message
+
+def ffn_layers_swapped(x, w1, b1, w2, b2):
+    return torch.relu(x @ w2.T + b2) @ w1.T + b1
+
+
+def ffn_second_bias_forgotten(x, w1, b1, w2, b2):
+    return torch.relu(x @ w1.T + b1) @ w2.T
+
+
+def ffn_in_float64(x, w1, b1, w2, b2):
+    return (torch.relu(x @ w1.T + b1) @ w2.T + b2).double()
+
+
+def ffn_without_return(x, w1, b1, w2, b2):
+    out = torch.relu(x @ w1.T + b1) @ w2.T + b2  # noqa: F841
+
+
+def ffn_hidden_layer_only(x, w1, b1, w2, b2):
+    return torch.relu(x @ w1.T + b1)
+
+
+def ffn_sigmoid(x, w1, b1, w2, b2):
+    return torch.sigmoid(x @ w1.T + b1) @ w2.T + b2
+
+
+def ffn_relu_in_place_on_bias(x, w1, b1, w2, b2):
+    return (x @ w1.T).add_(b1).relu_() @ w2.T + b2.relu_()  # relu_ on b2 clips the caller's bias
 
 
 # ---- exercise 5.2
@@ -96,22 +108,99 @@ def conv_to_linear_no_bias(conv):
     return linear
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
+def conv_to_fresh_linear(conv):
+    return nn.Linear(conv.in_channels, conv.out_channels)  # the weights never copied
+
+
+def conv_weight_itself(conv):
+    return conv.weight.squeeze(-1)
+
+
+def conv_wrapped_in_sequential(conv):
+    return nn.Sequential(solutions.linear_from_conv1d(conv))
+
+
+def conv_returned_as_is(conv):
+    return conv
+
+
+def conv_weight_not_squeezed(conv):
+    linear = nn.Linear(conv.in_channels, conv.out_channels)
+    linear.weight = nn.Parameter(conv.weight.detach().clone())  # still (out, in, 1)
+    linear.bias = nn.Parameter(conv.bias.detach().clone())
+    return linear
+
+
+def conv_copied_with_grad_on(conv):
+    linear = nn.Linear(conv.in_channels, conv.out_channels)
+    linear.weight.copy_(conv.weight.squeeze(-1))  # outside torch.no_grad()
+    linear.bias.copy_(conv.bias)
+    return linear
+
+
+def conv_squeezed_in_place(conv):
+    linear = nn.Linear(conv.in_channels, conv.out_channels)
+    with torch.no_grad():
+        linear.weight.copy_(conv.weight.squeeze_(-1))  # squeeze_ reshapes the convolution's own weight
+        linear.bias.copy_(conv.bias)
+    return linear
+
+
+def conv_sizes_swapped(conv):
+    linear = nn.Linear(conv.out_channels, conv.in_channels)
+    with torch.no_grad():
+        linear.weight.copy_(conv.weight.squeeze(-1))
+        linear.bias.copy_(conv.bias)
+    return linear
+
+
+def conv_to_float64_linear(conv):
+    return solutions.linear_from_conv1d(conv).double()
+
+
+def conv_without_return(conv):
+    linear = solutions.linear_from_conv1d(conv)  # noqa: F841
+
+
+# Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
+WRONG_ANSWERS = {
+    "ffn_forward": [
+        (ffn_linear_only, "no_activation", "ReLU between the two layers is missing"),
+        (ffn_relu_on_output, "relu_after_output", "never negative"),
+        (ffn_bias_outside, "bias_after_relu", "b1 is added after the ReLU"),
+        (ffn_seed_000_style, "biases_dropped", "never added"),
+        (ffn_untransposed, "weights_not_transposed", "multiply by W.T"),
+        (ffn_gelu, None, "wrong values on a (2, 3, 4) batch, d_ff = 8"),
+        (ffn_with_dropout, "nondeterministic", "dropout or random noise"),
+        (ffn_layers_swapped, None, "raised RuntimeError"),
+        (ffn_second_bias_forgotten, None, "wrong values on a (2, 3, 4) batch, d_ff = 8"),
+        (ffn_in_float64, "dtype", "returned dtype torch.float64"),
+        (ffn_without_return, None, "is the `return` missing?"),
+        (ffn_hidden_layer_only, None, "returned shape (2, 3, 8) on a (2, 3, 4) batch, d_ff = 8, expected (2, 3, 4)"),
+        (ffn_sigmoid, None, "wrong values on a (2, 3, 4) batch, d_ff = 8"),
+        (ffn_relu_in_place_on_bias, "in_place", "changes its input `b2` in place"),
+    ],
+    "linear_from_conv1d": [
         (conv_to_linear_transposed, "weight_transposed", "do not transpose"),
         (conv_to_linear_no_bias, "bias_dropped", "copy conv.bias too"),
+        (conv_to_fresh_linear, None, "were conv.weight and conv.bias copied"),
+        (conv_weight_itself, None, "object of type Tensor, expected an nn.Linear"),
+        (conv_wrapped_in_sequential, None, "a module of type Sequential, expected an nn.Linear"),
+        (conv_returned_as_is, None, "a module of type Conv1d, expected an nn.Linear"),
+        (conv_weight_not_squeezed, None, "raised RuntimeError"),
+        (conv_copied_with_grad_on, None, "raised RuntimeError: a leaf Variable that requires grad"),
+        (conv_squeezed_in_place, "in_place", "changes its input `conv.weight` in place"),
+        (conv_sizes_swapped, None, "raised RuntimeError"),
+        (conv_to_float64_linear, "dtype", "returned dtype torch.float64 on Conv1d(4, 8, 1)"),
+        (conv_without_return, None, "it returned None: is the `return` missing?"),
     ],
+}
+CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
 )
-def test_linear_from_conv1d_mistakes_are_named(reader, mistake, words):
-    result = check.linear_from_conv1d(reader)
+def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
+    result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result
-
-
-def test_linear_from_conv1d_explains_uncopied_weights_and_non_modules():
-    fresh = check.linear_from_conv1d(lambda conv: nn.Linear(conv.in_channels, conv.out_channels))
-    assert not fresh.passed and fresh.mistake is None and "were conv.weight and conv.bias copied" in fresh.message
-    weights = check.linear_from_conv1d(lambda conv: conv.weight.squeeze(-1))
-    assert not weights.passed and "object of type Tensor, expected an nn.Linear" in weights.message
-    sequential = check.linear_from_conv1d(lambda conv: nn.Sequential(solutions.linear_from_conv1d(conv)))
-    assert not sequential.passed and "not an nn.Linear" in sequential.message

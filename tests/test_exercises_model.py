@@ -52,38 +52,59 @@ def reader(**change):
     return lambda *sizes: base(*sizes, **change)
 
 
-@pytest.mark.parametrize(
-    ("change", "mistake", "words"),
-    [
-        (dict(no_attn_bias=True, no_ffn_bias=True), "biases_missing", "the biases are missing"),
-        (dict(no_attn_bias=True), "biases_missing", "attention biases are missing"),
-        (dict(no_ffn_bias=True), "biases_missing", "feed-forward biases are missing"),
-        (dict(no_norms=True), "norms_missing", "the LayerNorms are missing"),
-        (dict(final_norms="never"), "final_norm", "end with one more LayerNorm"),
-        (dict(final_norms="always"), "final_norm", "only with norm_first=True"),
-        (dict(no_cross=True), "cross_attention_missing", "two attention blocks"),
-        (dict(tie="never"), "tying_ignored", "count vocab_size * d_model once"),
-        (dict(tie="always"), "tying_ignored", "three matrices"),
-        (dict(tie="two_tables"), "generator_missing", "output projection"),
-        (dict(pe=True), "positions_counted", "is a buffer"),
-        (dict(out_bias=True), "generator_bias", "has no bias"),
-        (dict(per_head=True), "heads_multiplied", "n_heads does not change the count"),
+def count_with_true_division(*sizes):
+    return solutions.count_transformer_parameters(*sizes) / 1  # a float, even when it is a whole number
+
+
+def count_as_a_tensor(*sizes):
+    return torch.tensor(solutions.count_transformer_parameters(*sizes))
+
+
+def count_off_by_one(*sizes):
+    return solutions.count_transformer_parameters(*sizes) + 1
+
+
+def count_without_return(*sizes):
+    n = solutions.count_transformer_parameters(*sizes)  # noqa: F841
+
+
+def count_in_millions(*sizes):
+    return round(solutions.count_transformer_parameters(*sizes) / 1e6, 1)
+
+
+# Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
+WRONG_ANSWERS = {
+    "count_transformer_parameters": [
+        (reader(no_attn_bias=True, no_ffn_bias=True), "biases_missing", "the biases are missing"),
+        (reader(no_attn_bias=True), "biases_missing", "attention biases are missing"),
+        (reader(no_ffn_bias=True), "biases_missing", "feed-forward biases are missing"),
+        (reader(no_norms=True), "norms_missing", "the LayerNorms are missing"),
+        (reader(final_norms="never"), "final_norm", "end with one more LayerNorm"),
+        (reader(final_norms="always"), "final_norm", "only with norm_first=True"),
+        (reader(no_cross=True), "cross_attention_missing", "two attention blocks"),
+        (reader(tie="never"), "tying_ignored", "count vocab_size * d_model once"),
+        (reader(tie="always"), "tying_ignored", "three matrices"),
+        (reader(tie="two_tables"), "generator_missing", "output projection"),
+        (reader(pe=True), "positions_counted", "is a buffer"),
+        (reader(out_bias=True), "generator_bias", "has no bias"),
+        (reader(per_head=True), "heads_multiplied", "n_heads does not change the count"),
+        (count_off_by_one, None, "(off by +1)"),
+        (count_with_true_division, "dtype", "expected a Python int (use // rather than /"),
+        (count_as_a_tensor, "dtype", "returned a torch.int64 tensor on vocab"),
+        (count_without_return, None, "is the `return` missing?"),
+        (
+            count_in_millions,
+            None,
+            "returned 0.1 on vocab 243/131; d_model 22; 2 heads; 6 layers; d_ff 29; Post-LN; untied, expected 64786",
+        ),
     ],
+}
+CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES)]
 )
-def test_count_mistakes_are_named(change, mistake, words):
-    result = check.count_transformer_parameters(reader(**change))
+def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
+    result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result
-
-
-def test_an_unknown_wrong_count_says_by_how_much():
-    result = check.count_transformer_parameters(lambda *sizes: solutions.count_transformer_parameters(*sizes) + 1)
-    assert not result.passed and result.mistake is None and "(off by +1)" in result.message
-
-
-def test_the_checker_leaves_the_global_random_state_alone():
-    # The models are built on the meta device: no weights are drawn, so the reader's random stream is untouched.
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    check.count_transformer_parameters(solutions.count_transformer_parameters)
-    assert torch.equal(torch.rand(3), expected)

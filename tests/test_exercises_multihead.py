@@ -52,22 +52,41 @@ def split_dealing_features(x, n_heads):
     return x.view(b, t, -1, n_heads).permute(0, 3, 1, 2)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (split_straight, "no_transpose", "positions and heads are mixed up"),
-        (split_without_moving_heads, "heads_axis_not_moved", "you stopped at (B, T, H, d_k)"),
-        (split_dealing_features, "strided_features", "every H-th feature"),
-    ],
-)
-def test_split_heads_mistakes_are_named(reader, mistake, words):
-    result = check.split_heads(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result
+def split_unchanged(x, n_heads):
+    return x
 
 
-def test_split_heads_accepts_other_spellings():
-    assert check.split_heads(lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2)).passed
-    assert check.split_heads(lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1)).passed
+def split_along_positions(x, n_heads):
+    return torch.stack(x.chunk(n_heads, dim=1), dim=1)  # chunks of positions, not of features
+
+
+def split_head_size_last(x, n_heads):
+    b, t, d = x.shape
+    return x.view(b, t, n_heads, d // n_heads).transpose(1, 3)
+
+
+def split_into_a_tuple(x, n_heads):
+    return x.chunk(n_heads, dim=-1)
+
+
+def split_two_heads_always(x, n_heads):
+    b, t, d = x.shape
+    return x.view(b, t, 2, d // 2).transpose(1, 2)
+
+
+def split_in_float64(x, n_heads):
+    b, t, d = x.shape
+    return x.double().view(b, t, n_heads, d // n_heads).transpose(1, 2)
+
+
+def split_without_return(x, n_heads):
+    b, t, d = x.shape
+    heads = x.view(b, t, n_heads, d // n_heads).transpose(1, 2)  # noqa: F841
+
+
+def split_resized_in_place(x, n_heads):
+    b, t, d = x.shape
+    return x.resize_(b, t, n_heads, d // n_heads).transpose(1, 2)  # resize_ changes the caller's x
 
 
 # ---- exercise 4.2
@@ -95,23 +114,29 @@ def merge_by_averaging(x):
     return torch.stack(x.unbind(dim=1)).mean(0)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (merge_straight, "transpose_forgotten", "merged in the wrong order"),
-        (merge_with_view, "view_not_contiguous", "not contiguous"),
-        (merge_head_axis_last, "strided_features", "alternate between heads"),
-        (merge_by_adding, "heads_summed", "added the heads"),
-        (merge_by_averaging, "heads_averaged", "averaged the heads"),
-    ],
-)
-def test_merge_heads_mistakes_are_named(reader, mistake, words):
-    result = check.merge_heads(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result
+def merge_heads_after_positions(x):
+    return torch.cat(x.unbind(dim=1), dim=1)  # (B, H*T, d_k): the heads one after the other in time
 
 
-def test_merge_heads_accepts_cat_of_the_heads():
-    assert check.merge_heads(lambda x: torch.cat(x.unbind(dim=1), dim=-1)).passed
+def merge_not_flattened(x):
+    return x.transpose(1, 2)
+
+
+def merge_last_two_swapped(x):
+    b, h, t, d_k = x.shape
+    return x.transpose(2, 3).reshape(b, t, h * d_k)
+
+
+def merge_in_float64(x):
+    return torch.cat(x.unbind(dim=1), dim=-1).double()
+
+
+def merge_without_return(x):
+    merged = torch.cat(x.unbind(dim=1), dim=-1)  # noqa: F841
+
+
+def merge_first_head_only(x):
+    return x[:, 0]
 
 
 # ---- exercise 4.3
@@ -151,22 +176,123 @@ def make_reader(merge=_merge, split=_split, use_w_o=True, scale=None, mask_rule=
     return reader
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
+def make_masking_reader(hide, fill=None, zero_hidden=False, additive=False):
+    """A reader who writes the scores and the softmax by hand: hide(mask) says which entries to hide, and fill what
+    to put there (masked_fill), or additive=True to add fill * hide to the scores instead."""
+
+    def reader(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+        q, k, v = _split(w_q(query), n_heads), _split(w_k(key), n_heads), _split(w_v(value), n_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            hidden = hide(mask)
+            value_ = torch.finfo(scores.dtype).min if fill == "finfo.min" else fill
+            scores = scores + hidden * value_ if additive else scores.masked_fill(hidden, value_)
+        weights = torch.softmax(scores, dim=-1)
+        if mask is not None and zero_hidden:
+            weights = weights.masked_fill(hide(mask), 0.0)
+        return w_o(_merge(weights @ v))
+
+    return reader
+
+
+def _as_given(mask):  # the package's True = may attend mask used as a "hide" mask: the inversion
+    return mask
+
+
+def _inverted(mask):
+    return ~mask
+
+
+def mha_where_minus_infinity(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = _split(w_q(query), n_heads), _split(w_k(key), n_heads), _split(w_v(value), n_heads)
+    scores = q @ k.mT / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = torch.where(mask, float("-inf"), scores)  # hides where the mask is True
+    return w_o(_merge(torch.softmax(scores, dim=-1) @ v))
+
+
+def mha_with_dropout(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = _split(w_q(query), n_heads), _split(w_k(key), n_heads), _split(w_v(value), n_heads)
+    return w_o(_merge(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.1)))
+
+
+def mha_w_o_before_merge(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = _split(w_q(query), n_heads), _split(w_k(key), n_heads), _split(w_v(value), n_heads)
+    return _merge(w_o(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
+
+
+# Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
+WRONG_ANSWERS = {
+    "split_heads": [
+        (split_straight, "no_transpose", "positions and heads are mixed up"),
+        (split_without_moving_heads, "heads_axis_not_moved", "you stopped at (B, T, H, d_k)"),
+        (split_dealing_features, "strided_features", "every H-th feature"),
+        (split_unchanged, None, "returned shape (2, 3, 8) on x = arange(48) as (2, 3, 8) in 2 heads"),
+        (split_along_positions, None, "raised RuntimeError"),
+        (split_head_size_last, None, "returned shape (2, 4, 2, 3) on x = arange(48)"),
+        (split_into_a_tuple, None, "returned an object of type tuple"),
+        (split_two_heads_always, None, "returned shape (1, 2, 5, 6) on random x (1, 5, 12) in 3 heads"),
+        (split_in_float64, "dtype", "returned dtype torch.float64"),
+        (split_without_return, None, "is the `return` missing?"),
+        (split_resized_in_place, "in_place", "changes its input `x` in place"),
+    ],
+    "merge_heads": [
+        (merge_straight, "transpose_forgotten", "merged in the wrong order"),
+        (merge_with_view, "view_not_contiguous", "not contiguous"),
+        (merge_head_axis_last, "strided_features", "alternate between heads"),
+        (merge_by_adding, "heads_summed", "added the heads"),
+        (merge_by_averaging, "heads_averaged", "averaged the heads"),
+        (merge_heads_after_positions, None, "returned shape (2, 6, 4) on x = arange(48) as (2, 2, 3, 4)"),
+        (merge_not_flattened, None, "returned shape (2, 3, 2, 4) on x = arange(48)"),
+        (merge_last_two_swapped, None, "returned the right shape but wrong values on x = arange(48)"),
+        (merge_in_float64, "dtype", "returned dtype torch.float64"),
+        (merge_without_return, None, "is the `return` missing?"),
+        (merge_first_head_only, None, "returned shape (2, 3, 4) on x = arange(48) as (2, 2, 3, 4), expected (2, 3, 8)"),
+    ],
+    "multi_head_attention": [
         (make_reader(use_w_o=False), "no_w_o", "W_O is missing"),
         (make_reader(merge=merge_straight), "merge_transpose_forgotten", "merged in the wrong order"),
         (make_reader(split=split_straight), "split_no_transpose", "mixes positions"),
         (make_reader(scale="d_model"), "scale_d_model", "divided the scores by √d_model"),
         (make_reader(scale="none"), "no_scale", "without the scale"),
         (make_reader(mask_rule="ignore"), "mask_ignored", "is_causal"),
-        (make_reader(mask_rule="hide"), "mask_inverted", "inverted"),
         (make_reader(one_head=True), "no_split", "one head of size d_model"),
+        # The mask inverted, in every masking style: the last query of the inverted causal mask has nothing to
+        # attend to, and comes out as zeros, as uniform weights or as NaN depending on the style.
+        (make_reader(mask_rule="hide"), "mask_inverted", "inverted"),
+        (make_masking_reader(_as_given, float("-inf")), "mask_inverted", "inverted"),
+        (make_masking_reader(_as_given, -1e9), "mask_inverted", "inverted"),
+        (make_masking_reader(_as_given, "finfo.min"), "mask_inverted", "inverted"),
+        (make_masking_reader(_as_given, float("-inf"), zero_hidden=True), "mask_inverted", "inverted"),
+        (make_masking_reader(_as_given, -1e9, additive=True), "mask_inverted", "inverted"),
+        (make_masking_reader(lambda mask: mask == 1, -1e9, zero_hidden=True), "mask_inverted", "inverted"),
+        (mha_where_minus_infinity, "mask_inverted", "inverted"),
+        (mha_with_dropout, "nondeterministic", "dropout or random noise"),
+        (mha_w_o_before_merge, None, "raised RuntimeError"),
     ],
+}
+CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
 )
-def test_multi_head_attention_mistakes_are_named(reader, mistake, words):
-    result = check.multi_head_attention(reader)
+def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
+    result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result
+
+
+def test_split_and_merge_accept_other_spellings():
+    assert check.split_heads(lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2)).passed
+    assert check.split_heads(lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1)).passed
+    assert check.merge_heads(lambda x: torch.cat(x.unbind(dim=1), dim=-1)).passed
+
+
+@pytest.mark.parametrize("fill", [float("-inf"), -1e9, "finfo.min"], ids=["-inf", "-1e9", "finfo.min"])
+def test_multi_head_attention_accepts_every_masking_style(fill):
+    # No case has a query with nothing to attend to, so how a fully masked row comes out does not matter.
+    assert check.multi_head_attention(make_masking_reader(_inverted, fill)).passed
+    assert check.multi_head_attention(make_masking_reader(_inverted, fill, zero_hidden=True)).passed
 
 
 def test_multi_head_attention_accepts_the_correct_reader_and_the_package():

@@ -99,33 +99,9 @@ def ln_not_centred(x, gamma, beta, eps=1e-5):
     return gamma * x / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) + beta
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (ln_seed_000, "seed_000", "seed 000's LayerNorm"),
-        (ln_unbiased, "unbiased_variance", "divided by D - 1"),
-        (ln_eps_outside, "eps_outside_root", "outside the square root"),
-        (ln_without_eps, "no_eps", "eps is missing"),
-        (ln_seed_eps, "default_eps", "eps=1e-5"),
-        (ln_over_batch, "batch_axis", "across the batch"),
-        (ln_over_positions, "position_axis", "over the positions"),
-        (ln_whole_tensor, "all_axes", "whole tensor"),
-        (ln_no_affine, "affine_dropped", "gamma and beta are never applied"),
-        (ln_no_beta, "beta_dropped", "beta is never added"),
-        (ln_no_gamma, "gamma_dropped", "gamma never multiplies"),
-        (ln_not_centred, "mean_not_subtracted", "mean is never subtracted"),
-    ],
-)
-def test_layer_norm_mistakes_are_named(reader, mistake, words):
-    result = check.layer_norm(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result
-
-
-def test_layer_norm_accepts_torch_and_reports_a_crash_in_words():
-    assert check.layer_norm(lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps)).passed
-    no_eps_argument = check.layer_norm(lambda x, g, b: F.layer_norm(x, x.shape[-1:], g, b))
-    assert not no_eps_argument.passed and "raised TypeError" in no_eps_argument.message
-    assert "a (3, 5) input with eps=0.1" in no_eps_argument.message
+def ln_centred_in_place(x, gamma, beta, eps=1e-5):
+    x -= x.mean(-1, keepdim=True)  # the caller's x is centred too
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma + beta
 
 
 # ---- exercise 6.2
@@ -151,16 +127,86 @@ def rms_first_axis(x, gamma, eps=1e-6):
     return gamma * x * torch.rsqrt(x.square().mean(0, keepdim=True) + eps)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
+def rms_without_eps(x, gamma, eps=1e-6):
+    return gamma * x / x.pow(2).mean(-1, keepdim=True).sqrt()
+
+
+def rms_layer_norm_eps(x, gamma, eps=1e-5):
+    return gamma * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def rms_mean_absolute(x, gamma, eps=1e-6):
+    return gamma * x / (x.abs().mean(-1, keepdim=True) + eps)
+
+
+def rms_by_standard_deviation(x, gamma, eps=1e-6):
+    return gamma * x / (x.std(-1, keepdim=True) + eps)
+
+
+def rms_divided_in_place(x, gamma, eps=1e-6):
+    return x.div_(torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * gamma
+
+
+def rms_in_float64(x, gamma, eps=1e-6):
+    x = x.double()
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma.double()
+
+
+def rms_without_return(x, gamma, eps=1e-6):
+    out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma  # noqa: F841
+
+
+def rms_sum_of_squares(x, gamma, eps=1e-6):
+    return gamma * x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps)
+
+
+# Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
+WRONG_ANSWERS = {
+    "layer_norm": [
+        (ln_seed_000, "seed_000", "seed 000's LayerNorm"),
+        (ln_unbiased, "unbiased_variance", "divided by D - 1"),
+        (ln_eps_outside, "eps_outside_root", "outside the square root"),
+        (ln_without_eps, "no_eps", "eps is missing"),
+        (ln_seed_eps, "default_eps", "eps=1e-5"),
+        (ln_over_batch, "batch_axis", "across the batch"),
+        (ln_over_positions, "position_axis", "over the positions"),
+        (ln_whole_tensor, "all_axes", "whole tensor"),
+        (ln_no_affine, "affine_dropped", "gamma and beta are never applied"),
+        (ln_no_beta, "beta_dropped", "beta is never added"),
+        (ln_no_gamma, "gamma_dropped", "gamma never multiplies"),
+        (ln_not_centred, "mean_not_subtracted", "mean is never subtracted"),
+        (lambda x, g, b: F.layer_norm(x, x.shape[-1:], g, b), None, "raised TypeError"),
+        (ln_centred_in_place, "in_place", "changes its input `x` in place"),
+    ],
+    "rms_norm": [
         (rms_centred, "mean_subtracted", "that is LayerNorm"),
         (rms_no_sqrt, "no_square_root", "take its square root"),
         (rms_eps_outside, "eps_outside_root", "outside the square root"),
         (rms_no_gamma, "gamma_dropped", "gamma never multiplies"),
         (rms_first_axis, "wrong_axis", "first axis"),
+        (rms_without_eps, "no_eps", "eps is missing"),
+        (rms_layer_norm_eps, "default_eps", "eps=1e-6"),
+        (rms_mean_absolute, None, "wrong values on a (2, 3, 8) batch"),
+        (rms_by_standard_deviation, None, "wrong values on a (2, 3, 8) batch"),
+        (rms_divided_in_place, "in_place", "changes its input `x` in place"),
+        (rms_in_float64, "dtype", "returned dtype torch.float64 on a (2, 3, 8) batch, expected torch.float32"),
+        (rms_without_return, None, "is the `return` missing?"),
+        (rms_sum_of_squares, None, "wrong values on a (2, 3, 8) batch"),
     ],
+}
+CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
 )
-def test_rms_norm_mistakes_are_named(reader, mistake, words):
-    result = check.rms_norm(reader)
+def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
+    result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result
+
+
+def test_layer_norm_accepts_torch_and_names_the_failing_case_of_a_crash():
+    assert check.layer_norm(lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps)).passed
+    no_eps_argument = check.layer_norm(lambda x, g, b: F.layer_norm(x, x.shape[-1:], g, b))
+    assert "a (3, 5) input with eps=0.1" in no_eps_argument.message
+    assert check.rms_norm(lambda x, g, eps=1e-6: F.rms_norm(x, x.shape[-1:], g, eps)).passed

@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import transformer_course as tc
@@ -80,28 +81,38 @@ def forgot_the_residual(x, sublayer, norm, norm_first):
     return sublayer(norm(x)) if norm_first else norm(sublayer(x))
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (swapped, "order_swapped", "the two orders are swapped"),
-        (post_ln_only, "always_post_ln", "norm_first=True must give Pre-LN"),
-        (pre_ln_only, "always_pre_ln", "norm_first=False must give Post-LN"),
-        (pre_ln_adds_normalised, "residual_from_normalised", "adds the normalised input"),
-        (post_ln_norms_the_branch, "norm_on_branch", "output only"),
-        (forgot_the_residual, "no_residual", "x is never added back"),
-    ],
-)
-def test_sublayer_connection_mistakes_are_named(reader, mistake, words):
-    result = check.sublayer_connection(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result
+def with_training_dropout(x, sublayer, norm, norm_first):
+    if norm_first:
+        return x + F.dropout(sublayer(norm(x)), 0.1)
+    return norm(x + F.dropout(sublayer(x), 0.1))
 
 
-def test_sublayer_connection_with_dropout_in_eval_is_accepted():
-    def with_eval_dropout(x, sublayer, norm, norm_first):
-        drop = nn.Dropout(0.1).eval()
-        return x + drop(sublayer(norm(x))) if norm_first else norm(x + drop(sublayer(x)))
+def added_in_place(x, sublayer, norm, norm_first):
+    if norm_first:
+        x += sublayer(norm(x))  # += writes into the caller's x
+        return x
+    return norm(x + sublayer(x))
 
-    assert check.sublayer_connection(with_eval_dropout).passed
+
+def sandwich(x, sublayer, norm, norm_first):
+    return norm(x + sublayer(norm(x)))  # a LayerNorm on both sides, in both orders
+
+
+def no_norm_at_all(x, sublayer, norm, norm_first):
+    return x + sublayer(x)
+
+
+def without_return(x, sublayer, norm, norm_first):
+    out = x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))  # noqa: F841
+
+
+def in_float64(x, sublayer, norm, norm_first):
+    out = x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
+    return out.double()
+
+
+def norm_and_branch_added(x, sublayer, norm, norm_first):
+    return x + sublayer(norm(x)) if norm_first else norm(x) + sublayer(x)
 
 
 # ---- exercise 7.2
@@ -119,14 +130,83 @@ def constant_rate(step, peak_lr, warmup):
     return peak_lr
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
+def warmup_integer_division(step, peak_lr, warmup):
+    return peak_lr * min(1, step // warmup)
+
+
+def noam_schedule(step, peak_lr, warmup):  # the paper's schedule, not this exercise's
+    return peak_lr * warmup**0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def warmup_one_step_late(step, peak_lr, warmup):
+    return peak_lr * min(1.0, step / (warmup + 1))
+
+
+def warmup_max_instead_of_min(step, peak_lr, warmup):
+    return peak_lr * max(1.0, step / warmup)
+
+
+def warmup_then_decay(step, peak_lr, warmup):
+    return peak_lr * min(step / warmup, warmup / step)
+
+
+def warmup_in_half_precision(step, peak_lr, warmup):
+    return torch.tensor(peak_lr * min(1.0, step / warmup), dtype=torch.float16)
+
+
+def warmup_without_return(step, peak_lr, warmup):
+    lr = peak_lr * min(1.0, step / warmup)  # noqa: F841
+
+
+def warmup_in_percent(step, peak_lr, warmup):
+    return peak_lr * min(100, 100 * step / warmup)
+
+
+# Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
+WRONG_ANSWERS = {
+    "sublayer_connection": [
+        (swapped, "order_swapped", "the two orders are swapped"),
+        (post_ln_only, "always_post_ln", "norm_first=True must give Pre-LN"),
+        (pre_ln_only, "always_pre_ln", "norm_first=False must give Post-LN"),
+        (pre_ln_adds_normalised, "residual_from_normalised", "adds the normalised input"),
+        (post_ln_norms_the_branch, "norm_on_branch", "output only"),
+        (forgot_the_residual, "no_residual", "x is never added back"),
+        (with_training_dropout, "nondeterministic", "dropout or random noise"),
+        (added_in_place, "in_place", "changes its input `x` in place (on a (2, 3, 8) batch, norm_first=True"),
+        (sandwich, None, "wrong values on a (2, 3, 8) batch, norm_first=False (Post-LN)"),
+        (no_norm_at_all, None, "wrong values on a (2, 3, 8) batch, norm_first=False (Post-LN)"),
+        (without_return, None, "is the `return` missing?"),
+        (in_float64, "dtype", "returned dtype torch.float64"),
+        (norm_and_branch_added, None, "wrong values on a (2, 3, 8) batch, norm_first=False (Post-LN)"),
+    ],
+    "linear_warmup": [
         (warmup_uncapped, "never_capped", "keeps growing"),
         (warmup_from_zero, "starts_at_zero", "learning rate of 0"),
         (constant_rate, "no_warmup", "without warm-up"),
+        (warmup_integer_division, "integer_division", "step // warmup rounds down to 0"),
+        (noam_schedule, "decays_after_warmup", "decays as 1/√step"),
+        (warmup_one_step_late, None, "on step 1 of a 100-step warm-up, expected 0.0001"),
+        (warmup_max_instead_of_min, None, "returned 0.01 on step 1 of a 100-step warm-up, expected 0.0001"),
+        (warmup_then_decay, None, "returned 0.004 on step 250, after the warm-up, expected 0.01"),
+        (warmup_in_half_precision, "dtype", "returned a torch.float16 tensor on step 1 of a 100-step warm-up"),
+        (warmup_without_return, None, "returned None on step 1 of a 100-step warm-up: is the `return` missing?"),
+        (warmup_in_percent, None, "returned 0.01 on step 1 of a 100-step warm-up, expected 0.0001"),
     ],
+}
+CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
 )
-def test_linear_warmup_mistakes_are_named(reader, mistake, words):
-    result = check.linear_warmup(reader)
+def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
+    result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result
+
+
+def test_sublayer_connection_with_dropout_in_eval_is_accepted():
+    def with_eval_dropout(x, sublayer, norm, norm_first):
+        drop = nn.Dropout(0.1).eval()
+        return x + drop(sublayer(norm(x))) if norm_first else norm(x + drop(sublayer(x)))
+
+    assert check.sublayer_connection(with_eval_dropout).passed

@@ -5,7 +5,9 @@
     check.mlp_forward(solutions.mlp_forward)
 
 Each chapter's module registers its checkers (`@checker def check_NAME(fn)`) and reference
-solutions (`@solution def NAME(...)`); adding its name to CHAPTER_MODULES is all it takes.
+solutions (`@solution def NAME(...)`); adding its name to CHAPTER_MODULES is all it takes. Every
+checker built on `compare` also stops an answer that runs past a time limit, names dropout or noise,
+inputs changed in place and a wrong dtype, and leaves the global random state as it found it (_core).
 """
 
 import importlib

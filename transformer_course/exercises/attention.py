@@ -230,6 +230,23 @@ _SELF_MISTAKES = (
         lambda x, w_q, w_k, w_v: torch.softmax(_scores(x @ w_q, x @ w_k), dim=-1) @ (x @ w_v),
         _NO_SCALE,
     ),
+    Mistake(
+        "scale_by_d_model",
+        lambda x, w_q, w_k, w_v: torch.softmax(_scores(x @ w_q, x @ w_k) / math.sqrt(x.shape[-1]), dim=-1) @ (x @ w_v),
+        "you divided by √d_model (x.shape[-1]), the size of the input; the scale is √d_k, the size of the "
+        "projected queries and keys (q.shape[-1], w_q.shape[1]) whose dot products it tames.",
+    ),
+    Mistake(
+        "softmax_wrong_axis",
+        lambda x, w_q, w_k, w_v: torch.softmax(_scaled(x @ w_q, x @ w_k), dim=-2) @ (x @ w_v),
+        _WRONG_AXIS,
+    ),
+    Mistake(
+        "returned_weights",
+        lambda x, w_q, w_k, w_v: torch.softmax(_scaled(x @ w_q, x @ w_k), dim=-1),
+        "you returned the attention weights (T × T); the output is the weighted average of the values, "
+        "weights @ (x @ w_v).",
+    ),
 )
 
 

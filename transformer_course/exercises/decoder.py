@@ -13,7 +13,7 @@ import torch
 
 from ..decoder import DecoderLayer
 from ..masks import causal_mask, padding_mask
-from ._core import Case, Crash, Mistake, Result, _clone, checker, compare, describe_difference, solution
+from ._core import Case, Crash, Mistake, Result, checker, compare, describe_difference, solution
 from .encoder import seeded_sublayers
 
 
@@ -123,12 +123,18 @@ _MISTAKES = (
 
 
 def _observe(fn, case: Case):
-    """The output, and whether changing the last target position moves any earlier output (a leak)."""
-    out = fn(*_clone(case.args))
-    x, *rest = _clone(case.args)
-    x[:, -1] = -x[:, -1] + 1.0
-    moved = fn(x, *rest)
-    if not (isinstance(out, torch.Tensor) and isinstance(moved, torch.Tensor) and out.shape == moved.shape):
+    """The output, and whether changing the last target position moves any earlier output (a leak).
+
+    The leak is only looked for in an output of the right shape, (B, T, D) like x.
+    """
+    x, *rest = case.args  # fresh copies from compare, which then looks for changes fn made to them
+    x_moved = x.clone()
+    x_moved[:, -1] = -x_moved[:, -1] + 1.0
+    out = fn(x, *rest)
+    if not (isinstance(out, torch.Tensor) and out.shape == x.shape):
+        return out, None
+    moved = fn(x_moved, *rest)
+    if not (isinstance(moved, torch.Tensor) and moved.shape == out.shape):
         return out, None
     return out, not torch.allclose(out[:, :-1], moved[:, :-1], atol=1e-6)
 
@@ -136,7 +142,7 @@ def _observe(fn, case: Case):
 def _explain(got, expected, label: str) -> str:
     if isinstance(got, Crash):
         return f"raised {got} on {label}"
-    if got[1]:
+    if got[1]:  # None when the output has the wrong shape: that is described as a shape problem below
         return (
             f"on {label} the outputs at earlier positions change when the last target position changes: the "
             "layer sees the future. The self-attention needs causal_mask(T) (True on and below the diagonal)."

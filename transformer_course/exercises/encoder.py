@@ -83,6 +83,12 @@ _MISTAKES = (
         "the mask as it is, not ~mask.",
     ),
     Mistake(
+        "ffn_missing",
+        lambda x, m, a, f, n1, n2: n1(x + a(x, x, x, m)),
+        "your layer stops after the self-attention: the second sub-layer, the feed-forward network with its "
+        "residual and norm2, is missing: return norm2(h + ffn(h)).",
+    ),
+    Mistake(
         "ffn_input",
         lambda x, m, a, f, n1, n2: n2(n1(x + a(x, x, x, m)) + f(x)),
         "the feed-forward network is applied to the layer's input x; it must process the output h of the "

@@ -112,29 +112,36 @@ class _ConvOnSequences(nn.Module):
 
 
 def _observe_linear(build, case: Case):
-    """Whether the built module is an nn.Linear, its parameter count, and its output on (B, T, C_in)."""
+    """The built module's dtype, its kind, its parameter count, and (an nn.Linear's) output on (B, T, C_in)."""
     conv, x = case.args
-    module = build(conv)
+    with torch.random.fork_rng(devices=[]):  # a Linear left with its initial weights: the same on both runs
+        torch.manual_seed(100)  # not a seed the cases' convolutions use: their weights would come out equal
+        module = build(conv)
     if not isinstance(module, nn.Module):
         return ("not a module", type(module).__name__)
+    dtype = next((p.dtype for p in module.parameters()), torch.float32)
+    n_params = sum(p.numel() for p in module.parameters())
+    if not isinstance(module, (nn.Linear, _ConvOnSequences)):
+        return dtype, type(module).__name__, n_params, None  # not run: a Conv1d would fail on (B, T, C_in)
     with torch.no_grad():
-        out = module(x.clone())
-    is_linear = isinstance(module, (nn.Linear, _ConvOnSequences))
-    return is_linear, sum(p.numel() for p in module.parameters()), out
+        out = module(x.to(dtype))
+    return dtype, "Linear", n_params, out
 
 
 def _explain_linear(got, expected, label: str) -> str:
     if isinstance(got, Crash):
         return f"raised {got} on {label}"
     if got[0] == "not a module":
+        if got[1] == "NoneType":
+            return f"on {label} it returned None: is the `return` missing?"
         return f"on {label} it returned an object of type {got[1]}, expected an nn.Linear"
-    is_linear, n_params, out = got
-    if not is_linear:
-        return f"on {label} it returned a module that is not an nn.Linear"
-    if n_params != expected[1]:
-        return f"on {label} the Linear has {n_params} parameters, the convolution has {expected[1]}"
+    _, kind, n_params, out = got
+    if kind != "Linear":
+        return f"on {label} it returned a module of type {kind}, expected an nn.Linear"
+    if n_params != expected[2]:
+        return f"on {label} the Linear has {n_params} parameters, the convolution has {expected[2]}"
     # Right type and size, wrong numbers: most often the Linear kept its own random initial weights.
-    return describe_difference(out, expected[2], label) + ": were conv.weight and conv.bias copied into the Linear?"
+    return describe_difference(out, expected[3], label) + ": were conv.weight and conv.bias copied into the Linear?"
 
 
 def _linear_with_transposed_weight(conv):

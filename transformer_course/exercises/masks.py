@@ -61,6 +61,12 @@ _PADDING_MISTAKES = (
         "(B, H, T_q, T_k) the batch axis would meet the head axis. Use (B, 1, 1, T): mask[:, None, None, :].",
     ),
     Mistake(
+        "queries_masked",
+        lambda tokens, pad_id: (tokens != pad_id)[:, None, :, None],
+        "your mask has shape (B, 1, T, 1): it hides the rows of padded queries, not the padded keys. A padding "
+        "mask says which keys may be attended to, the last axis: mask[:, None, None, :] gives (B, 1, 1, T).",
+    ),
+    Mistake(
         "pad_id_ignored",
         lambda tokens, pad_id: (tokens != 0)[:, None, None, :],
         "you compared the tokens with 0, not with pad_id: the padding token is whatever pad_id says.",
@@ -120,6 +126,13 @@ _CAUSAL_MISTAKES = (
         lambda size: torch.ones(size, size).tril(),
         "the values are right but the dtype is not: build a torch.bool mask (dtype=torch.bool), True = may "
         "attend. masked_fill refuses float and uint8 masks.",
+    ),
+    Mistake(
+        "additive_mask",
+        lambda size: torch.full((size, size), float("-inf")).triu(1),
+        "this is an additive float mask, 0 where a position may attend and -inf above the diagonal (what "
+        "nn.Transformer.generate_square_subsequent_mask returns). The package's masks are bool, True = may attend: "
+        "torch.ones(size, size, dtype=torch.bool).tril().",
     ),
     Mistake(
         "seed_001_uint8",
@@ -273,6 +286,13 @@ _MASKED_MISTAKES = (
         _masked_variant(None, after_softmax=True),
         "you applied the mask after the softmax: the hidden weights are 0 but the rows no longer sum to 1. "
         "Mask the scores before the softmax (masked_fill(~mask, ...)), so the visible keys share the whole weight.",
+    ),
+    Mistake(
+        "zero_fill",
+        _masked_variant(0.0, zero_hidden=False),
+        "the hidden scores are set to 0, which the softmax turns into weight exp(0) = 1 like any other score: "
+        "hidden keys still get attention. Fill them with a very negative number, torch.finfo(scores.dtype).min, "
+        "so that their weight is 0.",
     ),
     Mistake(
         "mask_ignored",

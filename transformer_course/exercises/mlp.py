@@ -196,38 +196,60 @@ def make_mlp(n_in, n_hidden, n_out):
 
 
 def _summarise_module(build, case: Case):
-    """What a built module does, independent of its random weights: output shape, size, linearity."""
+    """What a built module does, independent of its random weights: dtype, output shape, size, linearity."""
     n_in = case.args[0]
-    torch.manual_seed(0)
-    model = build(*case.args)
+    with torch.random.fork_rng(devices=[]):  # the same initial weights on both runs; dropout still random
+        torch.manual_seed(0)
+        model = build(*case.args)
     if not isinstance(model, nn.Module):
         return ("not a module", type(model).__name__)
+    dtype = next((p.dtype for p in model.parameters()), torch.float32)
     g = torch.Generator().manual_seed(3)
-    a, b = 3 * torch.randn(64, n_in, generator=g), 3 * torch.randn(64, n_in, generator=g)
+    a, b = (3 * torch.randn(64, n_in, generator=g).to(dtype) for _ in range(2))
     with torch.no_grad():
         y_a, y_b, y_mid = model(a), model(b), model((a + b) / 2)
     # An affine map sends the midpoint of a and b to the midpoint of f(a) and f(b); a ReLU network does not.
     affine = bool(torch.allclose(y_mid, (y_a + y_b) / 2, atol=1e-5))
+    # A linear output layer gives negative outputs for some of 64 random inputs; a ReLU after it never does.
+    negative = bool((y_a < 0).any())
     n_params = sum(p.numel() for p in model.parameters())
-    return tuple(y_a.shape), n_params, affine
+    return dtype, tuple(y_a.shape), n_params, affine, negative
 
 
 def _explain_module(got, expected, label: str) -> str:
     if isinstance(got, Crash):
         return f"raised {got} on {label}"
     if got[0] == "not a module":
+        if got[1] == "NoneType":
+            return f"{label} returned None: is the `return` missing?"
         return f"{label} returned an object of type {got[1]}, expected an nn.Module (e.g. an nn.Sequential)"
-    (shape, n_params, affine), (want_shape, want_params, _) = got, expected
+    (_, shape, n_params, affine, negative), (_, want_shape, want_params, _, _) = got, expected
     if shape != want_shape:
         return f"on {label} the output has shape {shape}, expected {want_shape}"
     if n_params != want_params:
         return f"on {label} the module has {n_params} parameters, expected {want_params}"
     if affine:
         return f"on {label} the module is affine (no non-linearity between the layers)"
+    if not negative:
+        return f"on {label} the output is never negative: is there an activation after the last layer?"
     return describe_difference(got, expected, label)
 
 
 _BUILD_MISTAKES = (
+    Mistake(
+        "single_layer",
+        lambda n_in, n_hidden, n_out: nn.Linear(n_in, n_out),
+        "your module is one Linear layer, n_in -> n_out: it is affine and has no hidden layer. Build "
+        "Linear(n_in, n_hidden), ReLU, Linear(n_hidden, n_out).",
+    ),
+    Mistake(
+        "activation_after_last",
+        lambda n_in, n_hidden, n_out: nn.Sequential(
+            nn.Linear(n_in, n_hidden), nn.ReLU(), nn.Linear(n_hidden, n_out), nn.ReLU()
+        ),
+        "a ReLU follows the last layer too, so the output is never negative: leave the output layer linear, "
+        "Linear(n_in, n_hidden), ReLU, Linear(n_hidden, n_out).",
+    ),
     Mistake(
         "no_activation",
         lambda n_in, n_hidden, n_out: nn.Sequential(nn.Linear(n_in, n_hidden), nn.Linear(n_hidden, n_out)),

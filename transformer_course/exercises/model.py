@@ -9,6 +9,8 @@ table counted, n_heads multiplied in) are recognised by name.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..model import Transformer, count_parameters
@@ -33,6 +35,7 @@ def count_transformer_parameters(
     return embeddings + n_layers * (encoder_layer + decoder_layer) + final_norms
 
 
+@functools.cache  # the cases are the same on every check: build each model once per process
 def _reference(src_vocab_size, tgt_vocab_size, d_model, n_heads, n_layers, d_ff, max_len, norm_first, share):
     with torch.device("meta"):  # no memory is allocated, so large sizes cost nothing
         model = Transformer(

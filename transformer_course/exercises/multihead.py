@@ -192,8 +192,15 @@ def _mha_reference(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
         return mha(query, key, value, mask)
 
 
-def _mha_variant(split=_split_heads, merge=_merge_heads, scale="d_k", use_w_o=True, mask_mode="apply"):
-    """Multi-head attention with one step done wrong, for recognising the reader's mistake."""
+def _mha_variant(
+    split=_split_heads, merge=_merge_heads, scale="d_k", use_w_o=True, mask_mode="apply", fill="min", zero_hidden=True
+):
+    """Multi-head attention with one step done wrong, for recognising the reader's mistake.
+
+    fill and zero_hidden are the masking style: hidden scores set to the dtype's smallest number ("min"; -1e9
+    gives the same weights) or to -inf ("-inf"), and the hidden weights set to 0 after the softmax or not. They
+    differ only on a query that may attend to nothing: zeros, uniform weights, or NaN.
+    """
 
     def variant(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
         q, k, v = (split(w(x), n_heads) for w, x in ((w_q, query), (w_k, key), (w_v, value)))
@@ -201,9 +208,9 @@ def _mha_variant(split=_split_heads, merge=_merge_heads, scale="d_k", use_w_o=Tr
         scores = q @ k.transpose(-2, -1) / divisor
         hide = None if mask is None or mask_mode == "ignore" else (mask if mask_mode == "invert" else ~mask)
         if hide is not None:
-            scores = scores.masked_fill(hide, torch.finfo(scores.dtype).min)
+            scores = scores.masked_fill(hide, torch.finfo(scores.dtype).min if fill == "min" else float("-inf"))
         weights = torch.softmax(scores, dim=-1)
-        if hide is not None:
+        if hide is not None and zero_hidden:
             weights = weights.masked_fill(hide, 0.0)
         merged = merge(weights @ v)
         return w_o(merged) if use_w_o else merged
@@ -247,11 +254,16 @@ _MHA_MISTAKES = (
         "the mask changes nothing in your output: apply it to every head's scores before the softmax. "
         "(Seed 000's MultiHeadAttention has the same bug: it accepts is_causal and never uses it.)",
     ),
-    Mistake(
-        "mask_inverted",
-        _mha_variant(mask_mode="invert"),
-        "your mask is inverted: the package's masks say True = may attend (PyTorch's scaled_dot_product_"
-        "attention); hide where the mask is False, scores.masked_fill(~mask, ...).",
+    # An inverted causal mask leaves the last query nothing to attend to: each masking style shows it differently
+    # (zeros, uniform weights, NaN), and each is named as the inversion it is.
+    *(
+        Mistake(
+            "mask_inverted",
+            _mha_variant(mask_mode="invert", fill=fill, zero_hidden=zero_hidden),
+            "your mask is inverted: the package's masks say True = may attend (PyTorch's scaled_dot_product_"
+            "attention); hide where the mask is False, scores.masked_fill(~mask, ...).",
+        )
+        for fill, zero_hidden in (("min", True), ("min", False), ("-inf", False))
     ),
     Mistake(
         "no_split",

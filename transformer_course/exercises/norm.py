@@ -178,6 +178,16 @@ _RMS_NORM_MISTAKES = (
         "the normalisation is right but gamma never multiplies: finish with * gamma.",
     ),
     Mistake(
+        "no_eps",
+        lambda x, g, eps=1e-6: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)) * g,
+        "eps is missing: sqrt(mean(x ** 2) + eps) keeps the division finite when the features are all near 0.",
+    ),
+    Mistake(
+        "default_eps",
+        lambda x, g, eps=1e-5: _normalise(x, -1, eps=eps, center=False) * g,
+        "right, except the default eps: tc.RMSNorm uses eps=1e-6 (1e-5 is LayerNorm's default).",
+    ),
+    Mistake(
         "wrong_axis",
         lambda x, g, eps=1e-6: _normalise(x, 0, eps=eps, center=False) * g,
         "you average over the first axis: RMSNorm averages each position's features, the last axis (dim=-1).",

@@ -7,6 +7,8 @@ the usual mistakes, first of all the two orders swapped.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from ..ffn import PositionwiseFeedForward
@@ -117,7 +119,14 @@ def _warmup_reference(step, peak_lr, warmup):
 
 
 def _observe_rate(fn, case: Case):
-    return float(fn(*case.args))
+    """The rate as a float: a number, or a one-element tensor of float32 or float64, is as good as a float.
+
+    Anything else is kept as it is, for the diagnosis: None, a half-precision tensor (a dtype problem), a list.
+    """
+    rate = fn(*case.args)
+    if isinstance(rate, torch.Tensor) and (rate.numel() != 1 or rate.dtype in (torch.float16, torch.bfloat16)):
+        return rate
+    return float(rate) if isinstance(rate, (numbers.Real, torch.Tensor)) else rate
 
 
 _WARMUP_MISTAKES = (
@@ -131,6 +140,18 @@ _WARMUP_MISTAKES = (
         lambda step, peak_lr, warmup: peak_lr * min(1.0, (step - 1) / warmup),
         "the first step (step=1) gets a learning rate of 0, a wasted step: use step / warmup, which is "
         "1 / warmup at step 1 and 1 at step = warmup.",
+    ),
+    Mistake(
+        "integer_division",
+        lambda step, peak_lr, warmup: peak_lr * min(1, step // warmup),
+        "the rate is 0 for every step of the warm-up and jumps to peak_lr at its end: step // warmup rounds "
+        "down to 0. Use true division, step / warmup.",
+    ),
+    Mistake(
+        "decays_after_warmup",
+        lambda step, peak_lr, warmup: peak_lr * min(step / warmup, (warmup / step) ** 0.5),
+        "right during the warm-up, but then the rate decays as 1/√step, as the paper's schedule (tc.noam_lr) "
+        "does; this exercise holds it at peak_lr after the warm-up: peak_lr * min(1, step / warmup).",
     ),
     Mistake(
         "no_warmup",

@@ -1,0 +1,190 @@
+"""What every checker promises, whatever the exercise (issue 13, item 6).
+
+For each of `check.names()`: the reference solution passes; an answer that returns float64 or float16 is told
+about its dtype; an answer that writes into its inputs is told so; an answer with dropout or random noise is told
+that it is not deterministic, before anything else; an answer that never finishes is stopped at the time limit
+with a message that says so; and the learner's global random state (torch, Python's `random`, NumPy) is the same
+after the check as before it, for passing and failing answers alike.
+
+The wrong answers here are built from the reference solution (`solutions.NAME`) by one generic change, so a
+checker added later (chapters 14 and 15) is covered as soon as it is registered; the exercise-specific wrong
+answers are in each chapter's test file.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from transformer_course.exercises import _core, check, solutions
+
+NAMES = check.names()
+
+# Checkers whose inputs are all Python numbers: there is nothing an answer could modify in place.
+NO_MUTABLE_INPUT = {"make_mlp", "causal_mask", "sinusoidal_table", "shift_matrix", "linear_warmup",
+                    "count_transformer_parameters"}  # fmt: skip
+# The dtypes an answer may not return, where they differ from (float64, float16): a learning rate is a Python
+# float (float64 is its type); the shift matrix is asked for in float64; everything else is a tensor of a fixed
+# dtype (float32, bool, int64), a module of float32 parameters or a Python int.
+WRONG_DTYPES = {"linear_warmup": (torch.float16,), "shift_matrix": (torch.float32, torch.float16)}
+
+
+def _to_dtype(value, dtype):
+    """The solution's result in the wrong dtype: tensors and modules converted, numbers made floats or tensors."""
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype)
+    if isinstance(value, nn.Module):
+        return value.to(dtype)
+    if isinstance(value, tuple):
+        return tuple(_to_dtype(v, dtype) for v in value)
+    if isinstance(value, int) and dtype == torch.float64:
+        return float(value)  # a count computed with / instead of //
+    return torch.tensor(value, dtype=dtype)
+
+
+def _noisy(value):
+    """The solution's result with a little randomness from torch, Python's random and NumPy."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype == torch.bool:
+            return value ^ (torch.rand(value.shape) < 0.5)
+        if value.is_floating_point():
+            return value + 0.01 * torch.randn_like(value)
+        return value + torch.randint(0, 2, value.shape)
+    if isinstance(value, tuple):
+        return tuple(_noisy(v) for v in value)
+    if isinstance(value, float):
+        return value * (1 + 0.01 * float(np.random.rand()))
+    if isinstance(value, int):
+        return value + random.randint(1, 9)
+    if isinstance(value, nn.Linear):
+        # Weights copied with a little noise, from NumPy: the checker seeds torch while the module is built, so
+        # that a Linear left with its random initial weights is told "were the weights copied?" instead.
+        with torch.no_grad():
+            value.weight.add_(torch.from_numpy(0.01 * np.random.randn(*value.weight.shape)).float())
+        return value
+    raise TypeError(f"no noise for {type(value).__name__}")
+
+
+def _noisy_answer(name):
+    if name == "make_mlp":  # the layer widths themselves drawn at random
+
+        def random_width(n_in, n_hidden, n_out):
+            width = n_hidden + random.randint(0, 3)
+            return nn.Sequential(nn.Linear(n_in, width), nn.ReLU(), nn.Linear(width, n_out))
+
+        return random_width
+    reference = getattr(solutions, name)
+    return lambda *args, **kwargs: _noisy(reference(*args, **kwargs))
+
+
+def _mutate(value) -> bool:
+    """Change the first tensor found in `value` in place; True if there was one."""
+    if isinstance(value, torch.Tensor):
+        with torch.no_grad():
+            if value.dtype == torch.bool:
+                value.logical_not_()
+            else:
+                value.add_(1)
+        return True
+    if isinstance(value, nn.Module):
+        return any(_mutate(p) for p in value.parameters())
+    if isinstance(value, (list, tuple)):
+        return any(_mutate(item) for item in value)
+    return False
+
+
+def _in_place_answer(name, mutated: list | None = None):
+    """The solution, followed by a change to its first tensor (or module, or list of tensors) argument."""
+    reference = getattr(solutions, name)
+
+    def writes_into_its_input(*args, **kwargs):
+        out = reference(*args, **kwargs)
+        changed = any(_mutate(arg) for arg in args)
+        if mutated is not None:
+            mutated.append(changed)
+        elif not changed:
+            raise AssertionError(f"{name} has no tensor, module or list argument: list it in NO_MUTABLE_INPUT")
+        return out
+
+    return writes_into_its_input
+
+
+def _random_states():
+    return torch.get_rng_state(), random.getstate(), np.random.get_state()
+
+
+def _assert_same_states(before, after):
+    assert torch.equal(before[0], after[0])
+    assert before[1] == after[1]
+    assert before[2][0] == after[2][0] and np.array_equal(before[2][1], after[2][1]) and before[2][2:] == after[2][2:]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_reference_solution_passes(name):
+    result = getattr(check, name)(getattr(solutions, name))
+    assert result.passed and result.mistake is None and repr(result).startswith(f"✅ {name}: passed"), result
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [(name, dtype) for name in NAMES for dtype in WRONG_DTYPES.get(name, (torch.float64, torch.float16))],
+)
+def test_a_wrong_dtype_is_named(name, dtype):
+    reference = getattr(solutions, name)
+    result = getattr(check, name)(lambda *args, **kwargs: _to_dtype(reference(*args, **kwargs), dtype))
+    assert not result.passed and result.mistake in ("dtype", "not_bool"), result
+    assert "dtype" in result.message or "float" in result.message, result
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - NO_MUTABLE_INPUT))
+def test_an_answer_that_modifies_its_input_is_named(name):
+    result = getattr(check, name)(_in_place_answer(name))
+    assert not result.passed and result.mistake == "in_place", result
+    assert "in place" in result.message, result
+
+
+@pytest.mark.parametrize("name", sorted(NO_MUTABLE_INPUT))
+def test_the_checkers_listed_without_mutable_input_have_none(name):
+    mutated = []
+    assert getattr(check, name)(_in_place_answer(name, mutated)).passed
+    assert mutated and not any(mutated)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_answer_with_random_noise_is_named_before_anything_else(name):
+    result = getattr(check, name)(_noisy_answer(name))
+    assert not result.passed and result.mistake == "nondeterministic", result
+    assert "different results on the same input" in result.message, result
+    assert "dropout or random noise" in result.message, result
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_answer_that_never_finishes_is_stopped(name, monkeypatch):
+    monkeypatch.setattr(_core, "TIME_LIMIT", 0.2)
+
+    def never_finishes(*args, **kwargs):
+        while True:
+            pass
+
+    result = getattr(check, name)(never_finishes)
+    assert not result.passed and result.mistake == "time_limit", result
+    assert result.message.startswith("stopped after 0.2 s on "), result
+    # The loop was really stopped, not left running in the background.
+    assert not [t for t in threading.enumerate() if t.name == _core.WORKER_NAME and t.is_alive()]
+
+
+@pytest.mark.parametrize("answer", ["solution", "noisy"])
+@pytest.mark.parametrize("name", NAMES)
+def test_the_learners_random_state_is_left_alone(name, answer):
+    torch.manual_seed(123)
+    random.seed(123)
+    np.random.seed(123)
+    torch.rand(2), random.random(), np.random.rand()  # states away from a fresh seed
+    before = _random_states()
+    getattr(check, name)(getattr(solutions, name) if answer == "solution" else _noisy_answer(name))
+    _assert_same_states(before, _random_states())
