@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import transformer_course as tc
 from transformer_course.exercises import check, solutions
-from transformer_course.exercises.attention import seed_002_example
+from transformer_course.exercises.attention import post_2_example
 
 
 @pytest.mark.parametrize("name", ["attention_weights", "attention", "self_attention"])
@@ -32,7 +32,7 @@ def test_solutions_agree_with_the_package_and_with_pytorch():
 
 
 def test_self_attention_solution_reproduces_seed_002_numbers():
-    x, w_q, w_k, w_v = seed_002_example()
+    x, w_q, w_k, w_v = post_2_example()
     q, k = x @ w_q, x @ w_k
     assert torch.equal(q, torch.tensor([[1.0, 0, 2], [2, 2, 2], [2, 1, 3]]))
     assert torch.equal(k, torch.tensor([[0.0, 1, 1], [4, 4, 0], [2, 3, 1]]))
@@ -101,7 +101,7 @@ def weights_in_float64(q, k):
 # ---- exercise 2.2
 
 
-def seed_000_formula(q, k, v):  # softmax(QKᵀ/√d_k · V), read literally
+def post_0_formula(q, k, v):  # softmax(QKᵀ/√d_k · V), read literally
     d_k = q.shape[-1]
     return F.softmax(torch.matmul(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k), v), dim=-1)
 
@@ -180,7 +180,7 @@ def linear_layout(x, w_q, w_k, w_v):
 
 def softmax_around_v(x, w_q, w_k, w_v):
     q, k, v = x @ w_q, x @ w_k, x @ w_v
-    return seed_000_formula(q, k, v)
+    return post_0_formula(q, k, v)
 
 
 def self_attention_unscaled(x, w_q, w_k, w_v):
@@ -235,7 +235,7 @@ WRONG_ANSWERS = {
         (weights_in_float64, "dtype", "returned dtype torch.float64 on 3 queries and 4 keys with d_k = 8"),
     ],
     "attention": [
-        (seed_000_formula, "v_inside_softmax", "softmax(QKᵀ/√d_k · V)"),
+        (post_0_formula, "v_inside_softmax", "softmax(QKᵀ/√d_k · V)"),
         (output_unscaled, "no_scale", "did you forget to divide by √d_k"),
         (output_scaled_by_value_size, "scale_by_d_v", "the size of the values"),
         (output_over_queries, "softmax_wrong_axis", "softmax(scores, dim=-1)"),

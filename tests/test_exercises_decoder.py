@@ -33,7 +33,7 @@ def sees_everything(x, memory, memory_mask, self_attn, cross_attn, ffn, norm1, n
 
 def upper_triangle(x, memory, memory_mask, self_attn, cross_attn, ffn, norm1, norm2, norm3):
     size = x.size(1)
-    mask = torch.triu(torch.ones(size, size), diagonal=1).bool()  # seed 001's "1 = hide" mask, used as "keep"
+    mask = torch.triu(torch.ones(size, size), diagonal=1).bool()  # post 1's "1 = hide" mask, used as "keep"
     x = norm1(x + self_attn(x, x, x, mask))
     x = norm2(x + cross_attn(x, memory, memory, memory_mask))
     return norm3(x + ffn(x))

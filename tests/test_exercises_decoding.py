@@ -9,7 +9,7 @@ import torch
 
 import transformer_course as tc
 from transformer_course.exercises import check, solutions
-from transformer_course.exercises.decoding import decoder_logits, seed_pairs_model
+from transformer_course.exercises.decoding import decoder_logits, post1_pairs_model
 
 
 @pytest.mark.parametrize("name", ["greedy", "beam_step"])
@@ -25,14 +25,14 @@ def test_the_package_passes_too():
 
 
 def test_greedy_solution_translates_the_five_pairs():
-    model, corpus = seed_pairs_model()
+    model, corpus = post1_pairs_model()
     src = corpus.encode_source([s for s, _ in tc.POST1_PAIRS])
     out = solutions.greedy(model, src, 10, corpus.tgt_vocab.sos_id, corpus.tgt_vocab.eos_id)
     assert [" ".join(corpus.tgt_vocab.decode(row)) for row in out] == [t for _, t in tc.POST1_PAIRS]
 
 
 def test_decoder_logits_with_the_causal_mask_is_the_models_decoder():
-    model, corpus = seed_pairs_model()
+    model, corpus = post1_pairs_model()
     src = corpus.encode_source(["咖哥 喜欢 小冰", "自然语言处理 很 强大"])
     ys = torch.tensor([[1, 3, 4], [1, 14, 15]])
     with torch.no_grad():
@@ -44,7 +44,7 @@ def test_decoder_logits_with_the_causal_mask_is_the_models_decoder():
 
 def test_beam_step_solution_agrees_with_the_package_beam_search():
     # The solution's step, repeated until every hypothesis has finished, is tc.beam_search.
-    model, corpus = seed_pairs_model()
+    model, corpus = post1_pairs_model()
     bos, eos = corpus.tgt_vocab.sos_id, corpus.tgt_vocab.eos_id
     for sentence in ["深度学习 改变 世界", "小冰 喜欢 咖哥"]:
         src = corpus.encode_source([sentence])
@@ -66,7 +66,7 @@ def test_beam_step_solution_agrees_with_the_package_beam_search():
 
 @torch.no_grad()
 def greedy_one_pass(model, src, max_len, bos, eos):
-    # Seed 001: fill the decoder input with <sos> and padding, run it once, read every position.
+    # Post 1: fill the decoder input with <sos> and padding, run it once, read every position.
     memory = model.encode(src)
     dec_in = torch.zeros(src.shape[0], max_len - 1, dtype=torch.long)
     dec_in[:, 0] = bos
@@ -125,7 +125,7 @@ def greedy_feeding_only_bos(model, src, max_len, bos, eos):
 
 @torch.no_grad()
 def greedy_one_pass_without_masks(model, src, max_len, bos, eos):
-    # Seed 001's one pass, but with no mask at all: not one of the named variants.
+    # Post 1's one pass, but with no mask at all: not one of the named variants.
     memory = model.encode(src)
     dec_in = torch.zeros(src.shape[0], max_len - 1, dtype=torch.long)
     dec_in[:, 0] = bos
@@ -244,7 +244,7 @@ def greedy_stub(model, src, max_len, bos, eos):
 # Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
 WRONG_ANSWERS = {
     "greedy": [
-        (greedy_one_pass, "one_pass", "seed 001's test"),
+        (greedy_one_pass, "one_pass", "post 1's test"),
         (greedy_reading_first_position, "first_position", "logits[:, -1]"),
         (greedy_feeding_only_bos, "first_position", "predicts from <sos> alone"),
         (make_greedy(mask=False), "no_causal_mask", "without the causal mask"),

@@ -1,6 +1,6 @@
 """Chapter 8's checkers: the reference solutions pass, and each known mistake gets its own diagnosis.
 
-The wrong answers below are written the way a reader might write them (several after the seeds' own
+The wrong answers below are written the way a reader might write them (several after the source posts' own
 code), independently of the variants the checkers use to recognise the mistakes.
 """
 
@@ -36,7 +36,7 @@ def test_sinusoidal_table_equals_the_package():
 
 
 def table_loop(max_len, d_model, first=0, power=lambda j, d: 2 * (j // 2) / d, sin_even=True):
-    """A double loop in the manner of seed 001's get_sin_enc_table, with the knobs a reader gets wrong."""
+    """A double loop in the manner of post 1's get_sin_enc_table, with the knobs a reader gets wrong."""
     table = np.zeros((max_len, d_model))
     for row, pos in enumerate(range(first, first + max_len)):
         for j in range(d_model):
@@ -60,12 +60,12 @@ def table_column_index(max_len, d_model):
 
 
 def table_seed_001_positions(max_len, d_model):
-    # Seed 001 builds a table of length + 1 and looks up positions 1 .. length.
+    # Post 1 builds a table of length + 1 and looks up positions 1 .. length.
     return table_loop(max_len + 1, d_model)[1:]
 
 
-def table_seed_000_sign(max_len, d_model):
-    # Seed 000's PositionalEncoding: exp(+2i · ln(10000) / d) multiplies the position.
+def table_post_0_sign(max_len, d_model):
+    # Post 0's PositionalEncoding: exp(+2i · ln(10000) / d) multiplies the position.
     position = torch.arange(max_len).unsqueeze(1)
     div_term = torch.exp(torch.arange(0, d_model, 2) * (math.log(10000) / d_model))
     pe = torch.zeros(max_len, d_model)
@@ -185,7 +185,7 @@ WRONG_ANSWERS = {
         (table_pair_index, "exponent_not_doubled", "where the formula has 2i"),
         (table_column_index, "exponent_from_column", "column index j"),
         (table_seed_001_positions, "positions_from_one", "off by one"),
-        (table_seed_000_sign, "exponent_sign", "minus sign"),
+        (table_post_0_sign, "exponent_sign", "minus sign"),
         (table_concatenated, "halves_layout", "interleaves"),
         (lambda n, d: table_loop(n, d).numpy(), None, "type ndarray"),
         (table_in_float64, "dtype", "returned dtype torch.float64 on max_len=4, d_model=4"),

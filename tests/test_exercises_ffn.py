@@ -48,7 +48,7 @@ def ffn_bias_outside(x, w1, b1, w2, b2):
     return h @ w2.T + b2
 
 
-def ffn_seed_000_style(x, w1, b1, w2, b2):
+def ffn_post_0_style(x, w1, b1, w2, b2):
     return F.linear(F.relu(F.linear(x, w1)), w2)
 
 
@@ -168,7 +168,7 @@ WRONG_ANSWERS = {
         (ffn_linear_only, "no_activation", "ReLU between the two layers is missing"),
         (ffn_relu_on_output, "relu_after_output", "never negative"),
         (ffn_bias_outside, "bias_after_relu", "b1 is added after the ReLU"),
-        (ffn_seed_000_style, "biases_dropped", "never added"),
+        (ffn_post_0_style, "biases_dropped", "never added"),
         (ffn_untransposed, "weights_not_transposed", "multiply by W.T"),
         (ffn_gelu, None, "wrong values on a (2, 3, 4) batch, d_ff = 8"),
         (ffn_with_dropout, "nondeterministic", "dropout or random noise"),

@@ -60,7 +60,7 @@ def padding_expanded_over_queries(tokens, pad_id):
 # ---- exercise 3.2
 
 
-def seed_001_subsequent(size):  # seed 001's get_attn_subsequent_mask for one sequence
+def post_1_subsequent(size):  # post 1's get_attn_subsequent_mask for one sequence
     return torch.from_numpy(np.triu(np.ones((size, size)), k=1)).byte()
 
 
@@ -139,7 +139,7 @@ def renormalised_after_softmax(q, k, v, mask):  # right on every row that may at
     return weights @ v, weights
 
 
-def seed_001_convention(q, k, v, mask):  # masked_fill_(attn_mask, -1e9) with a True = attend mask
+def post_1_convention(q, k, v, mask):  # masked_fill_(attn_mask, -1e9) with a True = attend mask
     scores = _scores(q, k)
     scores.masked_fill_(mask, -1e9)
     weights = torch.softmax(scores, dim=-1)
@@ -191,25 +191,25 @@ def queries_scaled_in_place(q, k, v, mask):
 # Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
 WRONG_ANSWERS = {
     "padding_mask": [
-        (lambda tokens, pad_id: tokens.eq(pad_id).unsqueeze(1).unsqueeze(2), "inverted", "seed 001's convention"),
+        (lambda tokens, pad_id: tokens.eq(pad_id).unsqueeze(1).unsqueeze(2), "inverted", "post 1's convention"),
         (lambda tokens, pad_id: tokens.ne(pad_id), "no_broadcast_axes", "(B, 1, 1, T)"),
         (lambda tokens, pad_id: tokens.ne(pad_id).unsqueeze(1), "head_axis_missing", "get_attn_pad_mask"),
         (lambda tokens, pad_id: (tokens > 0).view(tokens.shape[0], 1, 1, -1), "pad_id_ignored", "not with pad_id"),
         (lambda tokens, pad_id: (tokens != pad_id).float()[:, None, None], "not_bool", "must be torch.bool"),
         (lambda tokens, pad_id: (tokens == pad_id)[:, None, None].byte(), "dtype", "returned dtype torch.uint8"),
         (lambda tokens, pad_id: (tokens != pad_id)[:, None, :, None], "queries_masked", "(B, 1, T, 1)"),
-        (padding_first_token_hidden, None, "your mask differs from the expected one at 2 of 10 entries on seed 001's"),
+        (padding_first_token_hidden, None, "your mask differs from the expected one at 2 of 10 entries on post 1's"),
         (padding_in_place, "in_place", "changes its input `tokens` in place"),
         (padding_greater_than, None, "differs from the expected one at 2 of 8 entries on pad_id 1 (0 is a real token)"),
         (padding_without_return, None, "is the `return` missing?"),
-        (padding_expanded_over_queries, None, "returned shape (2, 1, 5, 5) on seed 001's batch"),
+        (padding_expanded_over_queries, None, "returned shape (2, 1, 5, 5) on post 1's batch"),
     ],
     "causal_mask": [
-        (lambda n: torch.triu(torch.ones(n, n), diagonal=1).bool(), "inverted", "seed 001's convention"),
+        (lambda n: torch.triu(torch.ones(n, n), diagonal=1).bool(), "inverted", "post 1's convention"),
         (lambda n: torch.ones(n, n).triu() == 1, "future_visible", "lets the future in"),
         (lambda n: torch.arange(n)[:, None] > torch.arange(n)[None, :], "diagonal_hidden", "attend to itself"),
         (lambda n: torch.tril(torch.ones(n, n, dtype=torch.int64)), "not_bool", "build a torch.bool mask"),
-        (seed_001_subsequent, "seed_001_uint8", "get_attn_subsequent_mask"),
+        (post_1_subsequent, "post_1_uint8", "get_attn_subsequent_mask"),
         (causal_pytorch_style, "additive_mask", "generate_square_subsequent_mask"),
         (causal_one_step_ahead, None, "your mask differs from the expected one at 3 of 16 entries on size 4"),
         (causal_with_batch_axes, None, "returned shape (1, 1, 4, 4) on size 4, expected (4, 4)"),
@@ -241,7 +241,7 @@ WRONG_ANSWERS = {
         (d2l_style, "fully_masked_uniform", "gets uniform weights"),
         (minus_infinity, "fully_masked_nan", "gives NaN"),
         (renormalised_after_softmax, "fully_masked_nan", "gives NaN"),
-        (seed_001_convention, "inverted_mask", "seed 001's convention"),
+        (post_1_convention, "inverted_mask", "post 1's convention"),
         (zeroed_after_softmax, "mask_after_softmax", "after the softmax"),
         (mask_unused, "mask_ignored", "changes nothing"),
         (unscaled, "no_scale", "without the scale"),

@@ -43,7 +43,7 @@ def _rms_with(weight):
 # ---- exercise 6.1: each wrong LayerNorm a reader might write
 
 
-def ln_seed_000(x, gamma, beta, eps=1e-5):
+def ln_post_0(x, gamma, beta, eps=1e-5):
     return gamma * (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) + beta
 
 
@@ -163,7 +163,7 @@ def rms_sum_of_squares(x, gamma, eps=1e-6):
 # Each exercise's wrong answers and the diagnosis each must get: (answer, mistake key or None, words of the message).
 WRONG_ANSWERS = {
     "layer_norm": [
-        (ln_seed_000, "seed_000", "seed 000's LayerNorm"),
+        (ln_post_0, "post_0", "post 0's LayerNorm"),
         (ln_unbiased, "unbiased_variance", "divided by D - 1"),
         (ln_eps_outside, "eps_outside_root", "outside the square root"),
         (ln_without_eps, "no_eps", "eps is missing"),

@@ -3,7 +3,7 @@
 Each exercise has a reference solution (`@solution`, shown in the book), a checker (`@checker`) that
 compares the reader's function with the package's `tc.scaled_dot_product_attention`, and the known
 wrong variants it recognises: the scale missing or wrong, the softmax over the wrong axis, V inside the
-softmax (seed 000's formula), the scores transposed.
+softmax (post 0's formula), the scores transposed.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ _ATTENTION_MISTAKES = (
     Mistake(
         "v_inside_softmax",
         lambda q, k, v: torch.softmax(_scaled(q, k) @ v, dim=-1),
-        "you applied the softmax after multiplying by V, as seed 000's formula softmax(QKᵀ/√d_k · V) reads. "
+        "you applied the softmax after multiplying by V, as post 0's formula softmax(QKᵀ/√d_k · V) reads. "
         "The softmax turns the scores into weights first; the weights then average the values: "
         "softmax(q kᵀ / √d_k) @ v.",
     ),
@@ -181,7 +181,7 @@ def check_attention(fn) -> Result:
 
 @solution
 def self_attention(x, w_q, w_k, w_v):
-    """Self-attention of x (..., T, d_model) with projections in seed 002's layout (d_model × d_k): Q = x W_Q."""
+    """Self-attention of x (..., T, d_model) with projections in post 2's layout (d_model × d_k): Q = x W_Q."""
     q, k, v = x @ w_q, x @ w_k, x @ w_v  # queries, keys and values all come from the same x
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
     return weights @ v
@@ -216,13 +216,13 @@ _SELF_MISTAKES = (
     Mistake(
         "linear_layout",
         lambda x, w_q, w_k, w_v: _attend(x @ w_q.T, x @ w_k.T, x @ w_v.T),
-        "you used nn.Linear's layout, x @ w.T; here the matrices are in seed 002's layout, d_model × d_k, and "
+        "you used nn.Linear's layout, x @ w.T; here the matrices are in post 2's layout, d_model × d_k, and "
         "the projection is x @ w_q.",
     ),
     Mistake(
         "v_inside_softmax",
         lambda x, w_q, w_k, w_v: torch.softmax(_scaled(x @ w_q, x @ w_k) @ (x @ w_v), dim=-1),
-        "you applied the softmax after multiplying by V (seed 000's formula): the weights are "
+        "you applied the softmax after multiplying by V (post 0's formula): the weights are "
         "softmax(Q Kᵀ / √d_k), and they multiply V afterwards.",
     ),
     Mistake(
@@ -250,8 +250,8 @@ _SELF_MISTAKES = (
 )
 
 
-def seed_002_example() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """X, W_Q, W_K, W_V of seed 002's worked example (three tokens A, B, C of 4 features, d_k = d_v = 3)."""
+def post_2_example() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """X, W_Q, W_K, W_V of post 2's worked example (three tokens A, B, C of 4 features, d_k = d_v = 3)."""
     x = torch.tensor([[1.0, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]])
     w_q = torch.tensor([[1.0, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]])
     w_k = torch.tensor([[0.0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]])
@@ -261,7 +261,7 @@ def seed_002_example() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.
 
 @checker
 def check_self_attention(fn) -> Result:
-    """Check `fn(x, w_q, w_k, w_v) -> output` on seed 002's worked example and on random inputs."""
+    """Check `fn(x, w_q, w_k, w_v) -> output` on post 2's worked example and on random inputs."""
     g = torch.Generator().manual_seed(22)
 
     def weights(d_model, d_k, d_v):
@@ -269,7 +269,7 @@ def check_self_attention(fn) -> Result:
         return tuple(scale * torch.randn(d_model, d, generator=g) for d in (d_k, d_k, d_v))
 
     cases = [
-        Case("seed 002's worked example (X is 3 × 4 and d_k = 3)", seed_002_example()),
+        Case("post 2's worked example (X is 3 × 4 and d_k = 3)", post_2_example()),
         Case(
             "5 tokens of 6 features projected to d_k = 4 and d_v = 3",
             (torch.randn(5, 6, generator=g), *weights(6, 4, 3)),

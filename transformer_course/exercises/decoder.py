@@ -71,7 +71,7 @@ _MISTAKES = (
         "no_causal_mask",
         _layer(lambda t: None, _right_cross),
         "the self-attention has no causal mask, so each position sees the target tokens after it (the leak of "
-        "seed 000's decoder): pass causal_mask(T) to self_attn.",
+        "post 0's decoder): pass causal_mask(T) to self_attn.",
     ),
     Mistake(
         "causal_mask_inverted",
@@ -116,7 +116,7 @@ _MISTAKES = (
     Mistake(
         "norm_wrong_place",
         _layer(causal_mask, _right_cross, pre_ln=True),
-        "you wrote a Pre-LN layer, x + sublayer(norm(x)) (seed 000's layout); this exercise asks for the "
+        "you wrote a Pre-LN layer, x + sublayer(norm(x)) (post 0's layout); this exercise asks for the "
         "paper's Post-LN, norm(x + sublayer(x)): add first, then normalise.",
     ),
 )

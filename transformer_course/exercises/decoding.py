@@ -1,9 +1,9 @@
 """Chapter 12 exercises: greedy decoding token by token, and one step of beam search.
 
 The greedy checker runs the reader's `greedy(model, src, max_len, bos, eos)` on a small Transformer
-trained on seed 001's five sentence pairs (trained once per process, about a second) and compares it
+trained on post 1's five sentence pairs (trained once per process, about a second) and compares it
 with `tc.greedy_decode`. The beam-step checker compares `beam_step(...)` with a brute-force ranking of
-every (hypothesis, token) continuation. Known wrong variants are recognised and named: seed 001's
+every (hypothesis, token) continuation. Known wrong variants are recognised and named: post 1's
 one-pass decoding, reading the wrong position, a missing causal mask, not stopping at <eos>, ranking
 by the token's log-probability alone, a top-k per hypothesis, finished hypotheses lost or extended.
 """
@@ -36,11 +36,11 @@ def decoder_logits(
 
 
 @functools.cache
-def seed_pairs_model() -> tuple[Transformer, ParallelCorpus]:
-    """The checker's model and corpus: a small Transformer trained until it translates seed 001's five pairs.
+def post1_pairs_model() -> tuple[Transformer, ParallelCorpus]:
+    """The checker's model and corpus: a small Transformer trained until it translates post 1's five pairs.
 
     Trained once per process (10 steps, about a second); try your function on it as the checker does:
-    model, corpus = seed_pairs_model(); src = corpus.encode_source(["自然语言处理 很 强大"]).
+    model, corpus = post1_pairs_model(); src = corpus.encode_source(["自然语言处理 很 强大"]).
     """
     from ..demo import train_post1_pairs  # imported here: the demo module is not needed until a check runs
 
@@ -89,7 +89,7 @@ def _greedy_variant(
 
 @torch.no_grad()
 def _one_pass(model, src, max_len, bos, eos):
-    # Seed 001's test: <sos> <pad> <pad> ... through the decoder once, the argmax of every position.
+    # Post 1's test: <sos> <pad> <pad> ... through the decoder once, the argmax of every position.
     ys = torch.full((src.shape[0], max_len - 1), model.pad_id, dtype=torch.long)
     ys[:, 0] = bos
     logits = decoder_logits(model, ys, model.encode(src), src, causal_mask(max_len - 1))
@@ -100,7 +100,7 @@ _GREEDY_MISTAKES = (
     Mistake(
         "one_pass",
         _one_pass,
-        "this is seed 001's test: <sos> <pad> <pad> ... goes through the decoder once and every position's "
+        "this is post 1's test: <sos> <pad> <pad> ... goes through the decoder once and every position's "
         "argmax is read. Each position then sees only <sos>, so it guesses the first word again ('NLP NLP "
         "NLP'). Decode in a loop: predict one token, append it to ys, run the decoder again on the longer ys.",
     ),
@@ -176,7 +176,7 @@ def _explain_greedy(bos: int, eos: int, pad: int):
 @checker
 def check_greedy(fn) -> Result:
     """Check `fn(model, src, max_len, bos, eos)` against tc.greedy_decode on a model trained on the five pairs."""
-    model, corpus = seed_pairs_model()
+    model, corpus = post1_pairs_model()
     bos, eos = corpus.tgt_vocab.sos_id, corpus.tgt_vocab.eos_id
     five = corpus.encode_source([s for s, _ in POST1_PAIRS])
     g = torch.Generator().manual_seed(12)
@@ -186,11 +186,11 @@ def check_greedy(fn) -> Result:
         return torch.randint(1, n_words, (4, 5), generator=g)
 
     cases = [
-        Case("the five seed sentences (a batch of 5), max_len 10", (model, five, 10, bos, eos)),
+        Case("the five sentences of post 1 (a batch of 5), max_len 10", (model, five, 10, bos, eos)),
         Case("'自然语言处理 很 强大' alone, max_len 10", (model, five[3:4, :3], 10, bos, eos)),
         Case("4 random word sequences, max_len 8", (model, random_batch(), 8, bos, eos)),
         Case("4 more random word sequences, max_len 8", (model, random_batch(), 8, bos, eos)),
-        Case("the five seed sentences, max_len 3 (too short to reach <eos>)", (model, five, 3, bos, eos)),
+        Case("the five sentences of post 1, max_len 3 (too short to reach <eos>)", (model, five, 3, bos, eos)),
     ]
     return compare(
         "greedy",
@@ -199,7 +199,7 @@ def check_greedy(fn) -> Result:
         cases,
         _GREEDY_MISTAKES,
         explain=_explain_greedy(bos, eos, model.pad_id),
-        passed=f"passed all {len(cases)} cases: the five seed sentences as a batch, one sentence alone, two "
+        passed=f"passed all {len(cases)} cases: the five sentences of post 1 as a batch, one sentence alone, two "
         "batches of random word sequences, and a max_len too short to reach <eos>; the same tokens as "
         "tc.greedy_decode",
     )

@@ -68,7 +68,7 @@ _TABLE_MISTAKES = (
         "positions_from_one",
         lambda n, d: _table(n, d, first=1),
         "the positions are off by one: they run from 0 to max_len - 1 (row 0 is sin 0, cos 0 = 0, 1, ...), "
-        "not from 1 to max_len as in seed 001's code.",
+        "not from 1 to max_len as in post 1's code.",
     ),
     Mistake(
         "halves_layout",
@@ -85,7 +85,7 @@ _SIGN_MISTAKE = Mistake(
     "exponent_sign",
     lambda n, d: _table(n, d, sign=1),
     "the angle is pos * 10000^(2i / d_model): the frequency must shrink along the columns, so divide, "
-    "pos / 10000^(2i / d_model) (seed 000's code drops the minus sign of exp(-2i · ln 10000 / d)).",
+    "pos / 10000^(2i / d_model) (post 0's code drops the minus sign of exp(-2i · ln 10000 / d)).",
 )
 
 
@@ -93,7 +93,7 @@ _SIGN_MISTAKE = Mistake(
 def check_sinusoidal_table(fn) -> Result:
     """Check `fn(max_len, d_model)` against tc.sinusoidal_positional_encoding (d_model even)."""
     cases = [
-        Case("max_len=4, d_model=4 (seed 000's 'I like to code')", (4, 4)),
+        Case("max_len=4, d_model=4 (post 0's 'I like to code')", (4, 4)),
         Case("max_len=10, d_model=8", (10, 8)),
         Case("max_len=50, d_model=16", (50, 16)),
         Case("max_len=1, d_model=6", (1, 6)),

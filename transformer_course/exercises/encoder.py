@@ -55,7 +55,7 @@ _MISTAKES = (
     Mistake(
         "norm_wrong_place",
         lambda x, m, a, f, n1, n2: (h := x + a(n1(x), n1(x), n1(x), m)) + f(n2(h)),
-        "you wrote a Pre-LN layer, x + sublayer(norm(x)) (seed 000's layout); this exercise asks for the "
+        "you wrote a Pre-LN layer, x + sublayer(norm(x)) (post 0's layout); this exercise asks for the "
         "paper's Post-LN, norm(x + sublayer(x)): add first, then normalise.",
     ),
     Mistake(

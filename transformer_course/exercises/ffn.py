@@ -53,7 +53,7 @@ _FFN_MISTAKES = (
     Mistake(
         "biases_dropped",
         lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T) @ w2.T,
-        "the biases b1 and b2 are never added (seed 000's FFN has none, the paper's has both).",
+        "the biases b1 and b2 are never added (post 0's FFN has none, the paper's has both).",
     ),
     Mistake(
         "weights_not_transposed",
@@ -101,7 +101,7 @@ def linear_from_conv1d(conv):
 
 
 class _ConvOnSequences(nn.Module):
-    """The convolution applied the way seed 001 applies it: (B, T, C_in) -> transpose -> Conv1d -> transpose."""
+    """The convolution applied the way post 1 applies it: (B, T, C_in) -> transpose -> Conv1d -> transpose."""
 
     def __init__(self, conv: nn.Conv1d):
         super().__init__()

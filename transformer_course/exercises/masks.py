@@ -3,7 +3,7 @@
 Every mask follows the package's convention, PyTorch's: a boolean tensor, True = may attend. The checkers
 compare the reader's masks with `tc.padding_mask`, `tc.causal_mask` and `tc.decoder_self_mask`, and the
 reader's attention with `tc.scaled_dot_product_attention`; they name the usual mistakes: the convention
-inverted (seed 001's "1 = hide"), the wrong shape or dtype, OR instead of AND, the mask applied after the
+inverted (post 1's "1 = hide"), the wrong shape or dtype, OR instead of AND, the mask applied after the
 softmax, a fully masked row that comes out uniform or NaN.
 """
 
@@ -20,7 +20,7 @@ from ..masks import padding_mask as _padding_mask
 from ._core import Case, Mistake, Result, checker, compare, describe_difference, solution
 
 _INVERTED = (
-    "your mask is inverted: True marks what must be hidden, which is seed 001's convention (1 = hide). "
+    "your mask is inverted: True marks what must be hidden, which is post 1's convention (1 = hide). "
     "The package's masks follow PyTorch's scaled_dot_product_attention: True = may attend."
 )
 
@@ -57,7 +57,7 @@ _PADDING_MISTAKES = (
     Mistake(
         "head_axis_missing",
         lambda tokens, pad_id: (tokens != pad_id)[:, None, :],
-        "your mask has shape (B, 1, T), as seed 001's get_attn_pad_mask before its expand; against scores "
+        "your mask has shape (B, 1, T), as post 1's get_attn_pad_mask before its expand; against scores "
         "(B, H, T_q, T_k) the batch axis would meet the head axis. Use (B, 1, 1, T): mask[:, None, None, :].",
     ),
     Mistake(
@@ -85,7 +85,7 @@ def check_padding_mask(fn) -> Result:
     """Check `fn(tokens, pad_id) -> (B, 1, 1, T)` bool against tc.padding_mask."""
     cases = [
         Case(
-            "seed 001's batch [[1, 2, 3, 0, 0], [4, 5, 0, 0, 0]]", (torch.tensor([[1, 2, 3, 0, 0], [4, 5, 0, 0, 0]]), 0)
+            "post 1's batch [[1, 2, 3, 0, 0], [4, 5, 0, 0, 0]]", (torch.tensor([[1, 2, 3, 0, 0], [4, 5, 0, 0, 0]]), 0)
         ),
         Case("a batch without padding", (torch.tensor([[5, 6, 7], [8, 9, 4]]), 0)),
         Case("pad_id 1 (0 is a real token)", (torch.tensor([[0, 3, 1, 1], [2, 0, 4, 1]]), 1)),
@@ -106,7 +106,7 @@ _CAUSAL_MISTAKES = (
     Mistake(
         "inverted",
         lambda size: torch.ones(size, size, dtype=torch.bool).triu(1),
-        "True above the diagonal marks the future to hide: that is seed 001's convention (1 = hide). "
+        "True above the diagonal marks the future to hide: that is post 1's convention (1 = hide). "
         "The package's masks say True = may attend: keep the diagonal and below, .tril().",
     ),
     Mistake(
@@ -135,9 +135,9 @@ _CAUSAL_MISTAKES = (
         "torch.ones(size, size, dtype=torch.bool).tril().",
     ),
     Mistake(
-        "seed_001_uint8",
+        "post_1_uint8",
         lambda size: torch.ones(size, size).triu(1).byte(),
-        "this is seed 001's get_attn_subsequent_mask: a uint8 mask with 1 = hide. Current PyTorch refuses "
+        "this is post 1's get_attn_subsequent_mask: a uint8 mask with 1 = hide. Current PyTorch refuses "
         "uint8 masks, and the package's convention is the opposite: a bool mask, True on and below the diagonal.",
     ),
 )
@@ -181,7 +181,7 @@ _DECODER_MISTAKES = (
     Mistake(
         "sum_not_bool",
         lambda tokens, pad_id: _keys(tokens, pad_id).long() + _lower(tokens).long(),
-        "you added the masks: the sum counts 0, 1 or 2 and is not a mask. Seed 001 adds its hide masks and "
+        "you added the masks: the sum counts 0, 1 or 2 and is not a mask. Post 1 adds its hide masks and "
         "then takes torch.gt(sum, 0); with True = may attend, combine with logical AND, padding & causal.",
     ),
     Mistake(

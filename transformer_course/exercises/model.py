@@ -130,7 +130,7 @@ _MISTAKES = (
     Mistake(
         "generator_bias",
         _formula(generator_bias=True),
-        "the output projection has no bias in tc.Transformer (bias=False, as in seed 001 and the paper's tied "
+        "the output projection has no bias in tc.Transformer (bias=False, as in post 1 and the paper's tied "
         "version): leave out tgt_vocab_size.",
     ),
     Mistake(

@@ -124,7 +124,7 @@ _MERGE_MISTAKES = (
         "view_not_contiguous",
         _merge_view_after_transpose,
         "view() cannot follow transpose(): the transposed tensor is not contiguous in memory. Use "
-        ".reshape(...), or .contiguous().view(...) as seed 001 does.",
+        ".reshape(...), or .contiguous().view(...) as post 1 does.",
     ),
     Mistake(
         "strided_features",
@@ -252,7 +252,7 @@ _MHA_MISTAKES = (
         "mask_ignored",
         _mha_variant(mask_mode="ignore"),
         "the mask changes nothing in your output: apply it to every head's scores before the softmax. "
-        "(Seed 000's MultiHeadAttention has the same bug: it accepts is_causal and never uses it.)",
+        "(Post 0's MultiHeadAttention has the same bug: it accepts is_causal and never uses it.)",
     ),
     # An inverted causal mask leaves the last query nothing to attend to: each masking style shows it differently
     # (zeros, uniform weights, NaN), and each is named as the inversion it is.

@@ -2,7 +2,7 @@
 
 Each exercise has a reference solution (`@solution`, shown in the book), a checker (`@checker`) that
 compares the reader's function with the package (`tc.LayerNorm`, `tc.RMSNorm`), and the known wrong
-variants that the checker recognises and names: among them seed 000's LayerNorm (unbiased standard
+variants that the checker recognises and names: among them post 0's LayerNorm (unbiased standard
 deviation, eps outside the square root).
 """
 
@@ -46,9 +46,9 @@ def _all_dims(x):
 
 _LAYER_NORM_MISTAKES = (
     Mistake(
-        "seed_000",
+        "post_0",
         lambda x, g, b, eps=1e-5: _normalise(x, -1, unbiased=True, eps=eps, eps_inside=False) * g + b,
-        "this is seed 000's LayerNorm: the unbiased standard deviation (x.std() divides by D - 1) and eps "
+        "this is post 0's LayerNorm: the unbiased standard deviation (x.std() divides by D - 1) and eps "
         "added outside the square root. torch.nn.LayerNorm divides by D and adds eps inside: "
         "(x - mean) / sqrt(var + eps) with var = ((x - mean) ** 2).mean(-1).",
     ),
@@ -75,7 +75,7 @@ _LAYER_NORM_MISTAKES = (
     Mistake(
         "default_eps",
         lambda x, g, b, eps=1e-6: _normalise(x, -1, eps=eps) * g + b,
-        "right, except the default eps: torch.nn.LayerNorm and tc.LayerNorm use eps=1e-5 (seed 000 uses 1e-6).",
+        "right, except the default eps: torch.nn.LayerNorm and tc.LayerNorm use eps=1e-5 (post 0 uses 1e-6).",
     ),
     Mistake(
         "batch_axis",

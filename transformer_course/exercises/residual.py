@@ -47,8 +47,8 @@ _SUBLAYER_MISTAKES = (
     Mistake(
         "order_swapped",
         lambda x, f, norm, norm_first: _post(x, f, norm) if norm_first else _pre(x, f, norm),
-        "the two orders are swapped: norm_first=True is Pre-LN, x + sublayer(norm(x)) (seed 000, GPT-2); "
-        "norm_first=False is Post-LN, norm(x + sublayer(x)) (the paper, seed 001).",
+        "the two orders are swapped: norm_first=True is Pre-LN, x + sublayer(norm(x)) (post 0, GPT-2); "
+        "norm_first=False is Post-LN, norm(x + sublayer(x)) (the paper, post 1).",
     ),
     Mistake(
         "always_post_ln",
