@@ -435,7 +435,7 @@ def _check_checkpoint_path(path: Path) -> None:
     if path.is_dir():
         raise CLIError(f"--checkpoint {path} is a folder: give a file name, such as {path / 'zh_en.pt'}", code=2)
     # The nearest existing ancestor must be a folder we may write in (save_checkpoint creates the rest).
-    folder = next(parent for parent in path.absolute().parents if parent.exists())
+    folder = next(parent for parent in path.parents if parent.exists())  # '.' ends a relative path's parents
     if not folder.is_dir():
         raise CLIError(f"cannot save the checkpoint to {path}: {folder} is a file, not a folder", code=2)
     if not os.access(folder, os.W_OK | os.X_OK):
