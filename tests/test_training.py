@@ -49,6 +49,30 @@ def max_weight_gap(a, b):
     return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
 
 
+# --- one process: the plain loop ------------------------------------------------------------------------
+
+
+def test_one_process_fit_is_the_plain_training_loop_bit_for_bit(corpus):
+    # Accumulation, precision and data parallelism left at their defaults change nothing: the same
+    # numbers, to the last bit, as forward, loss, backward, clip, step.
+    batches = varied_batches(corpus)
+    model, history = train(corpus, batches, 5, optimizer="adam")
+    plain = tiny_translator(corpus)
+    opt = torch.optim.Adam(plain.parameters(), lr=1e-2)
+    loss_fn = tc.LabelSmoothingLoss(len(corpus.tgt_vocab), 0.1, corpus.tgt_vocab.pad_id)
+    losses = []
+    for step in range(5):
+        batch = batches[step % len(batches)]
+        loss = loss_fn(plain(batch.src, batch.tgt_in), batch.tgt_out)
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(plain.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    assert history.losses == losses
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), plain.parameters()))
+
+
 # --- gradient accumulation ----------------------------------------------------------------------------
 
 
