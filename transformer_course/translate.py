@@ -365,7 +365,7 @@ def _train_parser() -> argparse.ArgumentParser:
         prog=f"{CLI} train",
         description="Train on the generated zh→en corpus and save a checkpoint.",
         epilog="Under torchrun (torchrun --standalone --nproc-per-node N -m transformer_course.translate train) "
-        "N processes share every batch; with --dropout 0 they end with the weights of one process.",
+        "N processes share every batch: with --dropout 0 they train what one process trains.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     defaults = TranslatorConfig()
