@@ -238,8 +238,7 @@ def train_translator(
 
     Every `config.eval_every` steps the greedy exact match on `eval_split` ("valid" or "test") is
     recorded in `history.evals`; training stops once it reaches `config.target`. Keyword overrides
-    change single fields of the config, e.g. train_translator(steps=50, d_model=32). Under torchrun,
-    after `distributed.setup()`, every process calls it and they train one model together.
+    change single fields of the config, e.g. train_translator(steps=50, d_model=32).
     """
     config = TranslatorConfig(**{**asdict(config or TranslatorConfig()), **overrides})
     if eval_split not in ("valid", "test"):
