@@ -110,7 +110,8 @@ def test_help_documents_both_commands(tmp_path):
     assert "train" in proc.stdout and "SENTENCE" in proc.stdout and "--checkpoint" in proc.stdout
     proc = run(tmp_path, "train", "--help")
     assert proc.returncode == 0
-    assert "--steps" in proc.stdout and "--checkpoint" in proc.stdout
+    for option in ("--steps", "--checkpoint", "--dropout", "--batch-size", "--accumulate", "--precision", "torchrun"):
+        assert option in proc.stdout, option
 
 
 def test_unknown_words_are_named(workdir):
@@ -149,11 +150,26 @@ def test_corrupt_checkpoints(workdir, tmp_path):
         (["--bogus", "咖哥"], "unrecognized arguments"),
         (["咖哥 喜欢 小冰", "--beam", "0"], "--beam"),
         (["train", "--steps", "0"], "--steps"),
+        (["train", "--dropout", "1.5"], "--dropout=1.5 must be in [0, 1)"),
+        (["train", "--accumulate", "0"], "--accumulate=0 must be a positive integer"),
+        (["train", "--batch-size", "-4"], "--batch-size=-4 must be a positive integer"),
+        (["train", "--precision", "fp8"], "--precision: invalid choice: 'fp8'"),
     ],
 )
 def test_bad_options(workdir, args, fragment):
     path, _ = workdir
     assert_one_line_error(run(path, *args), fragment, code=2)
+
+
+@pytest.mark.parametrize("where", ["file/zh_en.pt", "file/deeper/zh_en.pt", "."])
+def test_train_refuses_a_checkpoint_path_it_could_not_write_before_training(tmp_path, monkeypatch, capsys, where):
+    (tmp_path / "file").write_text("a file, not a folder")
+    monkeypatch.setattr(translate, "train_translator", lambda **kwargs: pytest.fail("training started"))
+    assert translate.main(["train", "--checkpoint", str(tmp_path / where)]) == 2
+    message = capsys.readouterr().err.strip()
+    assert len(message.splitlines()) == 1
+    expected = "is a folder: give a file name" if where == "." else f"{tmp_path / 'file'} is a file, not a folder"
+    assert expected in message
 
 
 def test_too_long_input(workdir):

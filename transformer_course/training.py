@@ -4,29 +4,42 @@
 
 The rate grows linearly for `warmup` steps, then decays as 1/√step. Post-LN Transformers often
 diverge without the warm-up: early gradients through the final LayerNorms are large.
+
+`fit` also does what larger runs need (appendix B): gradient accumulation over micro-batches, mixed
+precision with `torch.autocast`, and data-parallel training with DistributedDataParallel when the
+program runs under torchrun (see `transformer_course.distributed`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from ._validate import check_positive_int, check_probability
+from ._validate import check_positive_int, check_probability, check_tensor
 
 
 def set_seed(seed: int) -> None:
-    """Seed Python's, NumPy's (when installed) and PyTorch's generators (CPU and every GPU)."""
+    """Seed Python's, NumPy's (when installed) and PyTorch's generators (CPU and every GPU).
+
+    seed is an int in [0, 2**64 - 1], the range PyTorch's generators take; it is checked before any
+    generator is touched, so a bad seed leaves every generator as it was.
+    """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed={seed} must be in [0, 2**64 - 1] (the range of PyTorch's generators)")
     random.seed(seed)
     try:
         import numpy as np
@@ -54,18 +67,29 @@ def set_threads(n: int | None = None) -> int:
     return n
 
 
+def _check_factor(factor) -> float:
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise TypeError(f"factor must be a number, got {type(factor).__name__}")
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"factor={factor} must be a positive number (it multiplies the learning rate)")
+    return float(factor)
+
+
 def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """The learning rate at `step` (>= 1) of the paper's schedule, times `factor`."""
+    """The learning rate at `step` (>= 1) of the paper's schedule, times `factor` (> 0)."""
     check_positive_int(step, "step")
     check_positive_int(d_model, "d_model")
     check_positive_int(warmup, "warmup")
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    return _check_factor(factor) * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def noam_scheduler(
     optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float = 1.0
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """A scheduler that sets every group's learning rate to noam_lr(step) (create the optimizer with lr=1.0)."""
+    check_positive_int(d_model, "d_model")
+    check_positive_int(warmup, "warmup")
+    _check_factor(factor)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: noam_lr(i + 1, d_model, warmup, factor))
 
 
@@ -88,6 +112,14 @@ class LabelSmoothingLoss(nn.Module):
             raise ValueError(f"logits have {logits.shape[-1]} classes, expected n_classes={self.n_classes}")
         if logits.shape[:-1] != target.shape:
             raise ValueError(f"logits {tuple(logits.shape)} and target {tuple(target.shape)} disagree on (..)")
+        check_tensor(target, "target", floating=False)
+        # gather would fail obscurely on an id out of range (or read garbage on a GPU): name it instead.
+        outside = (target != self.ignore_index) & ((target < 0) | (target >= self.n_classes))
+        if outside.any():
+            raise ValueError(
+                f"target holds class {int(target[outside][0])}, expected classes in [0, {self.n_classes - 1}] "
+                f"or ignore_index={self.ignore_index}"
+            )
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         keep = target != self.ignore_index
         safe_target = target.masked_fill(~keep, 0)
@@ -99,13 +131,131 @@ class LabelSmoothingLoss(nn.Module):
 
 @dataclass
 class History:
-    """What `fit` measured: the loss and learning rate of every step, evaluations, and wall time."""
+    """What `fit` measured: the loss and learning rate of every step, evaluations, and wall time.
+
+    losses[i] is step i's mean loss over every counted target of its whole batch (all its micro-batches,
+    on every process), what one process computing the whole batch at once would report.
+    """
 
     losses: list[float] = field(default_factory=list)
     lrs: list[float] = field(default_factory=list)
     evals: list[tuple[int, float]] = field(default_factory=list)
     seconds: float = 0.0
     steps: int = 0
+
+
+# fit's `precision`: the dtype torch.autocast computes matrix products in (None: everything in float32).
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def world() -> tuple[int, int]:
+    """(rank, world_size) of this process: those of the running process group, else (0, 1).
+
+    A program that torchrun started several times (WORLD_SIZE > 1) without a process group would train
+    WORLD_SIZE separate models on the same batches: that is refused with a RuntimeError.
+    """
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if launched > 1:
+        raise RuntimeError(
+            f"this is one of {launched} processes started by torchrun (WORLD_SIZE={launched}) but no process "
+            "group is running: call transformer_course.distributed.setup() before training, or each process "
+            "trains a model of its own"
+        )
+    return 0, 1
+
+
+def _all_sum(values: list[float], world_size: int) -> list[float]:
+    """`values` summed over every process, in one all-reduce (returned as they are in a single process)."""
+    if world_size == 1:
+        return values
+    # NCCL reduces tensors on the GPU, gloo on the CPU.
+    on_gpu = dist.get_backend() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+    total = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return total.tolist()
+
+
+def shard(batch, rank: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Process `rank`'s rows of a global batch: rows rank, rank + world_size, ... of (src, tgt_in, tgt_out).
+
+    The shares of the processes are disjoint and together make the whole batch, the interleaving of
+    torch's DistributedSampler. A share is empty when the batch has fewer rows than there are processes.
+    """
+    return batch.src[rank::world_size], batch.tgt_in[rank::world_size], batch.tgt_out[rank::world_size]
+
+
+def micro_batches(rows: tuple[torch.Tensor, ...], accumulate: int) -> list[tuple[torch.Tensor, ...]]:
+    """`rows` (tensors of equal length) cut into `accumulate` consecutive micro-batches (fewer if fewer rows)."""
+    pieces = zip(*(t.tensor_split(accumulate) for t in rows))
+    return [piece for piece in pieces if len(piece[0])]
+
+
+def counted_targets(loss_fn: Callable, target: torch.Tensor) -> int:
+    """How many targets `loss_fn` averages over: those other than `loss_fn.ignore_index` (all if it has none)."""
+    ignore = getattr(loss_fn, "ignore_index", None)
+    return target.numel() if ignore is None else int((target != ignore).sum())
+
+
+def batch_gradients(
+    model: nn.Module,
+    batch,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    accumulate: int = 1,
+    precision: str = "fp32",
+    scaler: torch.amp.GradScaler | None = None,
+) -> float:
+    """Add the gradient of the mean loss over the whole global `batch` to every parameter's .grad.
+
+    This process (rank r of world_size) takes its share of the batch and cuts it into `accumulate`
+    micro-batches, one forward and one backward each. A micro-batch's mean loss is weighted by its
+    share n / N of the targets, N counted over every micro-batch of every process: the weighted
+    losses add up to the batch's mean loss however the rows are split and whatever padding each
+    part holds. DistributedDataParallel divides the summed gradients by world_size: hence the
+    factor world_size. Returns the batch's mean loss (the same number on every process).
+    """
+    rank, world_size = world()
+    parts = micro_batches(shard(batch, rank, world_size), accumulate)
+    counts = [counted_targets(loss_fn, tgt_out) for _, _, tgt_out in parts]
+    if not parts:  # fewer rows than processes: take part in the gradient averaging with row 0, weighted 0
+        parts, counts = [(batch.src[:1], batch.tgt_in[:1], batch.tgt_out[:1])], [0]
+    (total,) = _all_sum([float(sum(counts))], world_size)
+    if total == 0:
+        raise ValueError("the batch has no target to learn from: every target equals loss_fn.ignore_index")
+    device_type = next(model.parameters()).device.type
+    dtype = PRECISIONS[precision]
+    batch_loss = 0.0
+    for i, ((src, tgt_in, tgt_out), n) in enumerate(zip(parts, counts)):
+        # DDP averages the gradients during the backward pass of the last micro-batch only.
+        last = i == len(parts) - 1
+        with contextlib.nullcontext() if last or world_size == 1 else model.no_sync():
+            with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
+                loss = loss_fn(model(src, tgt_in), tgt_out)
+            weighted = loss * (n * world_size / total)
+            (weighted if scaler is None else scaler.scale(weighted)).backward()
+        batch_loss += weighted.item() / world_size
+    (batch_loss,) = _all_sum([batch_loss], world_size)
+    return batch_loss
+
+
+def _passes(data: Iterable) -> Iterator:
+    """The batches of `data`, pass after pass; each pass calls iter(data) again (a new shuffle for a BatchIterator)."""
+    served = 0
+    while True:
+        before = served
+        for batch in data:
+            served += 1
+            yield batch
+        if served == before:
+            if served == 0:
+                raise ValueError("data yielded no batches")
+            raise ValueError(
+                f"data ran out after {served} batches: a one-shot iterator (such as a generator) is exhausted "
+                "after its first pass, and fit draws batches until `steps` is reached; pass a list or a "
+                "BatchIterator, which start again at every pass, or fewer steps"
+            )
 
 
 def fit(
@@ -120,64 +270,98 @@ def fit(
     target: float | None = None,
     clip_grad: float | None = 1.0,
     progress: bool = True,
+    accumulate: int = 1,
+    precision: str = "fp32",
 ) -> History:
     """Train `model` for up to `steps` optimizer steps on batches drawn from `data`, again and again.
 
-    Each batch has `.src`, `.tgt_in`, `.tgt_out` (see `transformer_course.data.Batch`).
-    Every `eval_every` steps `evaluate()` is called (e.g. exact-match accuracy); training stops early
-    once it reaches `target`. Progress is shown with a tqdm bar (off with progress=False).
+    Each batch has `.src`, `.tgt_in`, `.tgt_out` (see `transformer_course.data.Batch`); `loss_fn(logits,
+    tgt_out)` returns the mean over the targets other than its `ignore_index` attribute (all targets if it
+    has none), like `LabelSmoothingLoss` and `nn.CrossEntropyLoss`. Every `eval_every` steps, and after
+    the last step, `evaluate()` is called (e.g. exact-match accuracy); training stops early once it
+    reaches `target`. Progress is shown with a tqdm bar (off with progress=False).
+
+    accumulate=K computes each step's gradient in K micro-batches (the same gradient as the whole batch,
+    in a K-th of the activation memory); clip_grad clips its norm (None: no clipping); precision
+    "bf16" or "fp16" runs the forward pass under torch.autocast (the weights stay float32; "fp16" scales
+    the loss with a GradScaler so small gradients survive, and skips a step whose gradients overflowed).
+
+    Under torchrun, after `transformer_course.distributed.setup()`, every process draws the same global
+    batches from `data` and computes its share (DistributedDataParallel averages the gradients): the
+    same training as one process, in parallel. Only rank 0 evaluates (every process gets its score)
+    and shows the progress bar.
+
+    The model trains in training mode and is left in evaluation mode (model.eval()) when fit returns or
+    raises, since what usually follows is evaluation or inference.
     """
     check_positive_int(steps, "steps")
     check_positive_int(eval_every, "eval_every")
+    check_positive_int(accumulate, "accumulate")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} must be one of {', '.join(map(repr, PRECISIONS))}")
+    rank, world_size = world()
+    device = next(model.parameters()).device
+    trained = model
+    if world_size > 1 and not isinstance(model, DistributedDataParallel):
+        trained = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
     history = History()
     start = time.perf_counter()
-    model.train()
-    bar = tqdm(total=steps, disable=not progress, desc="training", leave=False)
-    batches = iter(())
-    while history.steps < steps:
-        try:
-            batch = next(batches)
-        except StopIteration:
-            batches = iter(data)  # a new pass over the data (a new shuffle, for a BatchIterator)
-            batch = next(batches, None)
-            if batch is None:
-                raise ValueError("data yielded no batches") from None
-        logits = model(batch.src, batch.tgt_in)
-        loss = loss_fn(logits, batch.tgt_out)
-        history.losses.append(loss.item())
-        if not math.isfinite(history.losses[-1]):
-            bar.close()
-            raise FloatingPointError(
-                f"the loss became {history.losses[-1]} at step {history.steps + 1}: "
-                "lower the learning rate or add warm-up"
-            )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip_grad is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
-        history.lrs.append(optimizer.param_groups[0]["lr"])  # the rate this step uses (before the scheduler moves)
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-        history.steps += 1
-        bar.update(1)
-        bar.set_postfix(loss=f"{history.losses[-1]:.3f}", refresh=False)
-        if evaluate is not None and (history.steps % eval_every == 0 or history.steps == steps):
-            score = float(evaluate())
-            model.train()  # evaluate() may have switched the model to eval mode
-            history.evals.append((history.steps, score))
-            if target is not None and score >= target:
-                break
-    bar.close()
-    model.eval()
+    bar = tqdm(total=steps, disable=not progress or rank != 0, desc="training", leave=False)
+    batches = _passes(data)
+    try:
+        model.train()
+        while history.steps < steps:
+            optimizer.zero_grad(set_to_none=True)
+            loss = batch_gradients(trained, next(batches), loss_fn, accumulate, precision, scaler)
+            history.losses.append(loss)
+            if not math.isfinite(loss):
+                raise FloatingPointError(
+                    f"the loss became {loss} at step {history.steps + 1}: lower the learning rate or add warm-up"
+                )
+            if scaler is not None:
+                scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+            if clip_grad is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
+            history.lrs.append(optimizer.param_groups[0]["lr"])  # the rate this step uses (before the scheduler moves)
+            stepped = _optimizer_step(optimizer, scaler)
+            if scheduler is not None and stepped:
+                scheduler.step()
+            history.steps += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+            if evaluate is not None and (history.steps % eval_every == 0 or history.steps == steps):
+                # Rank 0 evaluates and shares its score, so that every process stops at the same step.
+                (score,) = _all_sum([float(evaluate()) if rank == 0 else 0.0], world_size)
+                model.train()  # evaluate() may have switched the model to eval mode
+                history.evals.append((history.steps, score))
+                if target is not None and score >= target:
+                    break
+    finally:
+        bar.close()
+        model.eval()
     history.seconds = time.perf_counter() - start
     return history
+
+
+def _optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> bool:
+    """Update the weights; False if the GradScaler skipped the step because a gradient overflowed."""
+    if scaler is None:
+        optimizer.step()
+        return True
+    scale = scaler.get_scale()
+    scaler.step(optimizer)
+    scaler.update()
+    return scaler.get_scale() >= scale  # the scaler lowers its scale after an overflow
 
 
 def cross_entropy_loss(pad_id: int, smoothing: float = 0.0) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """F.cross_entropy over (B, T, V) logits that ignores padding targets (a loss_fn for `fit`)."""
 
     def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits.flatten(0, -2), target.flatten(), ignore_index=pad_id, label_smoothing=smoothing)
+        # In float32 even under autocast: the log-softmax of low-precision logits loses digits.
+        logits = logits.flatten(0, -2).float()
+        return F.cross_entropy(logits, target.flatten(), ignore_index=pad_id, label_smoothing=smoothing)
 
+    loss_fn.ignore_index = pad_id  # what fit counts as targets (see counted_targets)
     return loss_fn

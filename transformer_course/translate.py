@@ -2,6 +2,7 @@
 
     python -m transformer_course.translate train            # train, save checkpoints/zh_en.pt
     python -m transformer_course.translate "咖哥 不 喜欢 他们"  # -> KaGe does not like them
+    torchrun --standalone --nproc-per-node 2 -m transformer_course.translate train  # on 2 processes
 
 The functions below are what the chapter and its playground widget use: `train_translator` returns the
 model, its corpus and the training history; `evaluate` gives held-out exact match and corpus BLEU;
@@ -11,6 +12,7 @@ model, its corpus and the training history; `evaluate` gives held-out exact matc
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from . import checkpoint, data, datasets, decoding, model, training
+from . import checkpoint, data, datasets, decoding, distributed, model, training
 from .attention import scaled_dot_product_attention
 from .efficient import keep_attention_weights
 from .multihead import MultiHeadAttention
@@ -34,6 +36,8 @@ class TranslatorConfig:
     With the defaults the validation set reaches 100 % exact match after about 100 steps (3 s on one
     CPU thread). Dropout is off: the grammar has no noise to overfit, and with dropout 0.1 training
     needs 50 % more steps for a held-out score about one point lower (measured over 4 seeds).
+    batch_size is the global batch of a step, however many processes share it and however many
+    micro-batches (`accumulate`) it is computed in; precision is "fp32", "bf16" or "fp16" (see `fit`).
     """
 
     d_model: int = 64
@@ -48,6 +52,8 @@ class TranslatorConfig:
     steps: int = 1000
     eval_every: int = 10
     target: float = 1.0
+    accumulate: int = 1
+    precision: str = "fp32"
 
 
 @dataclass
@@ -266,6 +272,8 @@ def train_translator(
             eval_every=config.eval_every,
             target=config.target,
             progress=progress,
+            accumulate=config.accumulate,
+            precision=config.precision,
         )
     finally:
         keep_attention_weights(net, True)
@@ -311,7 +319,8 @@ def translate_sentence(net: model.Transformer, vocabs, sentence: str, beam_size:
 # ----------------------------------------------------------------------------- command line
 
 USAGE = f"""
-  {CLI} train [--steps N] [--seed S] [--checkpoint PATH] [--quiet]
+  {CLI} train [--steps N] [--seed S] [--checkpoint PATH] [--quiet] [--dropout P] [--batch-size B]
+        [--accumulate K] [--precision {{fp32,bf16,fp16}}]
   {CLI} SENTENCE [--beam K] [--checkpoint PATH]
   {CLI} --words [--checkpoint PATH]"""
 
@@ -330,6 +339,7 @@ subject 昨天 没有 verb object, with subjects and objects {" ".join(datasets.
 
 EPILOG = f"""examples:
   {CLI} train
+  torchrun --standalone --nproc-per-node 2 -m transformer_course.translate train   (2 processes)
   {CLI} "咖哥 不 喜欢 他们"          -> KaGe does not like them
   {CLI} "他 非常 喜欢 她 吗" --beam 4 -> does he like her very much ?
 
@@ -355,6 +365,8 @@ def _train_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=f"{CLI} train",
         description="Train on the generated zh→en corpus and save a checkpoint.",
+        epilog="Under torchrun (torchrun --standalone --nproc-per-node N -m transformer_course.translate train) "
+        "N processes share every batch: with --dropout 0 they train what one process trains.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     defaults = TranslatorConfig()
@@ -365,6 +377,22 @@ def _train_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus split and the model (default 0)")
     _add_checkpoint_option(parser, "where to save")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--dropout", type=float, default=defaults.dropout, metavar="P",
+        help=f"dropout probability in [0, 1) (default {defaults.dropout:g})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--batch-size", type=int, default=defaults.batch_size, metavar="B",
+        help=f"sentence pairs per step, over all processes (default {defaults.batch_size})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--accumulate", type=int, default=defaults.accumulate, metavar="K",
+        help="compute each step's gradient in K micro-batches: the same step in less memory (default 1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--precision", choices=tuple(training.PRECISIONS), default=defaults.precision,
+        help=f"the forward pass in float32, or under autocast in bfloat16 or float16 (default {defaults.precision})",
+    )  # fmt: skip
     return parser
 
 
@@ -403,21 +431,49 @@ def _load(path: Path) -> checkpoint.Checkpoint:
         raise CLIError(f"{e}; run `{CLI} train` to make a new one") from None
 
 
+def _check_checkpoint_path(path: Path) -> None:
+    """Refuse, before training, a checkpoint path that could not be written after it."""
+    if path.is_dir():
+        raise CLIError(f"--checkpoint {path} is a folder: give a file name, such as {path / 'zh_en.pt'}", code=2)
+    # The nearest existing ancestor must be a folder we may write in (save_checkpoint creates the rest).
+    folder = next(parent for parent in path.parents if parent.exists())  # '.' ends a relative path's parents
+    if not folder.is_dir():
+        raise CLIError(f"cannot save the checkpoint to {path}: {folder} is a file, not a folder", code=2)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CLIError(f"cannot save the checkpoint to {path}: the folder {folder} is not writable", code=2)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
-    if args.steps <= 0:
-        raise CLIError(f"--steps={args.steps} must be a positive integer", code=2)
+    for name in ("steps", "batch_size", "accumulate"):
+        if getattr(args, name) <= 0:
+            raise CLIError(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer", code=2)
+    if not 0.0 <= args.dropout < 1.0:
+        raise CLIError(f"--dropout={args.dropout} must be in [0, 1)", code=2)
+    _check_checkpoint_path(args.checkpoint)
     training.set_threads(1)  # a small model gains nothing from more threads and loses a lot under load
-    result = train_translator(seed=args.seed, steps=args.steps, progress=not args.quiet)
-    test = evaluate(result.model, result.corpus, result.dataset.test_pairs)
-    extra = {"seed": args.seed, "steps": result.history.steps, "test_exact_match": test.exact_match,
-             "test_bleu": test.bleu}  # fmt: skip
+    process = distributed.setup()  # rank 0 of 1 without torchrun
     try:
-        path = checkpoint.save_checkpoint(args.checkpoint, result.model, *_vocabs(result.corpus), extra=extra)
-    except OSError as e:
-        raise CLIError(f"cannot save the checkpoint to {args.checkpoint}: {e.strerror or e}") from None
+        result = train_translator(
+            seed=args.seed, steps=args.steps, dropout=args.dropout, batch_size=args.batch_size,
+            accumulate=args.accumulate, precision=args.precision, progress=not args.quiet, device=process.device,
+        )  # fmt: skip
+        if not process.is_main:
+            return 0  # the other processes have the same weights: rank 0 alone evaluates, saves and reports
+        test = evaluate(result.model, result.corpus, result.dataset.test_pairs)
+        extra = {"seed": args.seed, "steps": result.history.steps, "test_exact_match": test.exact_match,
+                 "test_bleu": test.bleu, "processes": process.world_size, "precision": args.precision}  # fmt: skip
+        try:
+            path = checkpoint.save_checkpoint(args.checkpoint, result.model, *_vocabs(result.corpus), extra=extra)
+        except OSError as e:
+            raise CLIError(f"cannot save the checkpoint to {args.checkpoint}: {e.strerror or e}") from None
+    finally:
+        distributed.cleanup()
+    how = [f"{process.world_size} processes"] if process.world_size > 1 else []
+    how += [args.precision] if args.precision != "fp32" else []
+    how += [f"{args.accumulate} micro-batches per step"] if args.accumulate > 1 else []
     print(
         f"trained {model.count_parameters(result.model):,} parameters for {result.history.steps} steps "
-        f"in {result.history.seconds:.1f} s"
+        f"in {result.history.seconds:.1f} s" + (f" ({', '.join(how)})" if how else "")
     )
     print(
         f"held-out test set ({len(test.references)} sentences never seen in training): "

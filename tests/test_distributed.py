@@ -1,0 +1,156 @@
+"""Two processes launched by torchrun (gloo, CPU) train exactly what one process trains.
+
+Each test starts `python -m torch.distributed.run --standalone` (a free port on this machine) and the
+same program without it, then compares what they wrote. Every launch has a timeout, and the process
+group of a launch that overruns it is killed, so a hang fails the test instead of stalling the suite.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from transformer_course import checkpoint, data, datasets
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
+# A tiny translator trained by tc.fit, the same program with and without torchrun. Its batches hold 12,
+# 7 and 1 rows of 4 to 8 targets: the processes' shares hold different numbers of targets, and the last
+# batch leaves rank 1 with no row at all. argv: output folder, accumulate, the rank that fails (or -1).
+WORKER = textwrap.dedent(
+    """
+    import sys
+
+    import torch
+
+    import transformer_course as tc
+    from transformer_course import datasets, distributed
+
+    out, accumulate, fail_rank = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    process = distributed.setup("cpu")
+    try:
+        corpus = tc.ParallelCorpus(datasets.make_dataset(0).train_pairs[:40])
+        batches = [corpus.batch(range(0, 12)), corpus.batch(range(12, 19)), corpus.batch([19])]
+        tc.set_seed(0)
+        model = tc.Transformer(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2, n_layers=1,
+                               d_ff=32, dropout=0.0, max_len=16)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        smoothed = tc.LabelSmoothingLoss(len(corpus.tgt_vocab), 0.1, corpus.tgt_vocab.pad_id)
+        calls = {"loss": 0, "evaluate": 0}
+
+        def loss_fn(logits, target):
+            calls["loss"] += 1
+            if process.rank == fail_rank and calls["loss"] == 3:
+                raise ValueError(f"rank {process.rank} fails on purpose")
+            return smoothed(logits, target)
+
+        loss_fn.ignore_index = smoothed.ignore_index
+
+        def evaluate():
+            calls["evaluate"] += 1
+            return 100.0 + process.rank  # a rank other than 0 would report a different score
+
+        history = tc.fit(model, batches, 7, optimizer, loss_fn, evaluate=evaluate, eval_every=3, progress=False,
+                         accumulate=accumulate)
+        torch.save({"state": model.state_dict(), "losses": history.losses, "evals": history.evals,
+                    "calls": calls, "world_size": process.world_size}, f"{out}/rank{process.rank}.pt")
+    finally:
+        distributed.cleanup()
+    """
+)
+
+
+def run(args, cwd, timeout=180):
+    """Run `args` in `cwd` with one thread per process; kill its whole process group after `timeout` s."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8"}
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"{' '.join(map(str, args))} hung for {timeout} s:\n{stderr[-3000:]}")
+    return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ddp") / "worker.py"
+    path.write_text(WORKER)
+    return path
+
+
+def test_two_processes_train_what_one_process_trains(worker, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    single = run([sys.executable, worker, one, "1", "-1"], tmp_path)
+    assert single.returncode == 0, single.stderr
+    # Two processes, each computing its share in 2 micro-batches: the same global batches.
+    pair = run([*TORCHRUN, worker, two, "2", "-1"], tmp_path)
+    assert pair.returncode == 0, pair.stderr
+    alone = torch.load(one / "rank0.pt")
+    rank0, rank1 = torch.load(two / "rank0.pt"), torch.load(two / "rank1.pt")
+    assert (alone["world_size"], rank0["world_size"]) == (1, 2)
+    for key, weight in alone["state"].items():
+        torch.testing.assert_close(rank0["state"][key], weight, atol=1e-5, rtol=0, msg=key)
+        assert torch.equal(rank1["state"][key], rank0["state"][key])  # DDP keeps the replicas identical
+    assert rank0["losses"] == pytest.approx(alone["losses"], abs=1e-5)
+    assert rank1["losses"] == rank0["losses"]  # every process logs the global batch's loss
+    assert alone["losses"][-1] < alone["losses"][0]
+    # Only rank 0 evaluates; every process gets its score, at steps 3, 6 and the last one, 7.
+    assert rank0["evals"] == rank1["evals"] == alone["evals"] == [(3, 100.0), (6, 100.0), (7, 100.0)]
+    assert (rank0["calls"]["evaluate"], rank1["calls"]["evaluate"]) == (3, 0)
+    # Each process split its share of the 12- and 7-row batches in 2 micro-batches, and ran 1 for the
+    # one-row batch (rank 1: a copy of row 0, weighted 0): 2 + 2 + 1, twice, then 2 for step 7.
+    assert rank0["calls"]["loss"] == rank1["calls"]["loss"] == 12
+
+
+def test_a_failing_rank_ends_every_rank(worker, tmp_path):
+    proc = run([*TORCHRUN, worker, tmp_path, "1", "1"], tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert "rank 1 fails on purpose" in proc.stdout + proc.stderr
+    assert not list(tmp_path.glob("rank*.pt"))  # rank 0 did not go on training alone
+
+
+def test_translate_train_under_torchrun_matches_one_process(tmp_path):
+    args = ["-m", "transformer_course.translate", "train", "--dropout", "0", "--steps", "20"]
+    two = run([*TORCHRUN, *args, "--checkpoint", "a.pt"], tmp_path)
+    assert two.returncode == 0, two.stderr
+    one = run([sys.executable, *args, "--checkpoint", "b.pt", "--quiet"], tmp_path)
+    assert one.returncode == 0, one.stderr
+    # Rank 0 alone reports, shows the progress bar and writes the checkpoint.
+    assert two.stdout.count("trained 175,808 parameters for 20 steps") == 1
+    assert "(2 processes)" in two.stdout
+    assert two.stderr.count("training:   0%") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "b.pt"]
+    a, b = checkpoint.load_checkpoint(tmp_path / "a.pt"), checkpoint.load_checkpoint(tmp_path / "b.pt")
+    assert (a.extra["processes"], b.extra["processes"]) == (2, 1)
+    weights_a, weights_b = a.model.state_dict(), b.model.state_dict()
+    gaps = {key: (weights_a[key] - weights_b[key]).abs().max().item() for key in weights_b}
+    # The key projections' biases are the exception: a constant added to every score of a query does not
+    # change its softmax, so their gradient is zero but for rounding noise, which Adam turns into steps of
+    # the learning rate's size (in one process too, whenever the sums are taken in another order).
+    key_biases = {key for key in gaps if key.endswith("w_k.bias")}
+    assert len(key_biases) == 6
+    assert max(gap for key, gap in gaps.items() if key not in key_biases) < 1e-4
+    # ... and the two models compute the same outputs.
+    test = data.make_batch(datasets.make_dataset(0).test_pairs, b.src_vocab, b.tgt_vocab)
+    with torch.no_grad():
+        torch.testing.assert_close(a.model(test.src, test.tgt_in), b.model(test.src, test.tgt_in), atol=1e-4, rtol=0)
+
+
+def test_translate_train_under_torchrun_fails_cleanly_on_every_rank(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    proc = run([*TORCHRUN, "-m", "transformer_course.translate", "train", "--checkpoint", "file/model.pt"], tmp_path)
+    assert proc.returncode != 0
+    assert proc.stderr.count("is a file, not a folder") == 2  # each rank says why it stopped, before training
+    assert "training:" not in proc.stderr

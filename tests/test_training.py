@@ -1,0 +1,337 @@
+"""The training loop in one process: accumulation, mixed precision, train/eval mode, and clear errors.
+
+The two-process tests (torchrun) are in test_distributed.py.
+"""
+
+import copy
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import transformer_course as tc
+from transformer_course import datasets, distributed, training, translate
+
+
+def tiny_translator(corpus, seed=0):
+    tc.set_seed(seed)
+    return tc.Transformer(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2, n_layers=1,
+                          d_ff=32, dropout=0.0, max_len=16)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    # Sentences of 3 to 7 words: the rows of a batch hold very different numbers of real (unpadded) targets.
+    return tc.ParallelCorpus(datasets.make_dataset(0).train_pairs[:40])
+
+
+def varied_batches(corpus):
+    """Batches of 12, 7 and 1 rows, each with its own padding."""
+    return [corpus.batch(range(0, 12)), corpus.batch(range(12, 19)), corpus.batch([19])]
+
+
+def train(corpus, batches, steps, accumulate=1, precision="fp32", optimizer="sgd", **kwargs):
+    model = tiny_translator(corpus)
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loss_fn = tc.LabelSmoothingLoss(len(corpus.tgt_vocab), 0.1, corpus.tgt_vocab.pad_id)
+    history = tc.fit(model, batches, steps, opt, loss_fn, progress=False, accumulate=accumulate,
+                     precision=precision, **kwargs)  # fmt: skip
+    return model, history
+
+
+def max_weight_gap(a, b):
+    return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
+
+
+# --- one process: the plain loop ------------------------------------------------------------------------
+
+
+def test_one_process_fit_is_the_plain_training_loop_bit_for_bit(corpus):
+    # Accumulation, precision and data parallelism left at their defaults change nothing: the same
+    # numbers, to the last bit, as forward, loss, backward, clip, step.
+    batches = varied_batches(corpus)
+    model, history = train(corpus, batches, 5, optimizer="adam")
+    plain = tiny_translator(corpus)
+    opt = torch.optim.Adam(plain.parameters(), lr=1e-2)
+    loss_fn = tc.LabelSmoothingLoss(len(corpus.tgt_vocab), 0.1, corpus.tgt_vocab.pad_id)
+    losses = []
+    for step in range(5):
+        batch = batches[step % len(batches)]
+        loss = loss_fn(plain(batch.src, batch.tgt_in), batch.tgt_out)
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(plain.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    assert history.losses == losses
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), plain.parameters()))
+
+
+# --- gradient accumulation ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("accumulate", [2, 3, 5])
+def test_micro_batches_give_the_gradient_of_the_whole_batch(corpus, accumulate):
+    batch = corpus.batch(range(12))  # rows of 4 to 8 targets: micro-batches hold different numbers of them
+    loss_fn = tc.LabelSmoothingLoss(len(corpus.tgt_vocab), 0.1, corpus.tgt_vocab.pad_id)
+    whole, parts = tiny_translator(corpus), tiny_translator(corpus)
+    loss_fn(whole(batch.src, batch.tgt_in), batch.tgt_out).backward()
+    loss = training.batch_gradients(parts, batch, loss_fn, accumulate=accumulate)
+    assert loss == pytest.approx(loss_fn(whole(batch.src, batch.tgt_in), batch.tgt_out).item(), abs=1e-6)
+    for p, q in zip(whole.parameters(), parts.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_accumulated_steps_train_like_whole_batches(corpus):
+    # K micro-batches per step equal one K-times larger batch, step after step (clipping included).
+    batches = varied_batches(corpus)
+    whole, h1 = train(corpus, batches, 6, accumulate=1)
+    parts, h4 = train(corpus, batches, 6, accumulate=4)
+    assert h4.losses == pytest.approx(h1.losses, abs=1e-5)
+    assert max_weight_gap(whole, parts) < 1e-5
+    assert h1.losses[-1] < h1.losses[0]  # it did train
+
+
+def test_the_naive_accumulation_is_not_the_whole_batch(corpus):
+    # Dividing each micro-batch's mean loss by K weighs a short sentence's targets more than a long one's.
+    batch = corpus.batch(range(12))
+    loss_fn = tc.LabelSmoothingLoss(len(corpus.tgt_vocab), 0.1, corpus.tgt_vocab.pad_id)
+    model = tiny_translator(corpus)
+    whole = loss_fn(model(batch.src, batch.tgt_in), batch.tgt_out)
+    naive = sum(loss_fn(model(s, i), o) for s, i, o in training.micro_batches(
+        (batch.src, batch.tgt_in, batch.tgt_out), 4)) / 4  # fmt: skip
+    assert abs(naive.item() - whole.item()) > 1e-3
+
+
+def test_micro_batches_and_shards_cover_the_batch_once(corpus):
+    batch = corpus.batch(range(7))
+    rows = (batch.src, batch.tgt_in, batch.tgt_out)
+    pieces = training.micro_batches(rows, 3)
+    assert [len(p[0]) for p in pieces] == [3, 2, 2]
+    assert torch.equal(torch.cat([p[0] for p in pieces]), batch.src)
+    assert len(training.micro_batches(rows, 10)) == 7  # never an empty micro-batch
+    shares = [training.shard(batch, rank, 3) for rank in range(3)]
+    assert [len(s[0]) for s in shares] == [3, 2, 2]
+    assert torch.equal(shares[1][2], batch.tgt_out[[1, 4]])  # rows rank, rank + world_size, ...
+    assert len(training.shard(corpus.batch([0]), 1, 2)[0]) == 0
+
+
+def test_counted_targets_follow_the_loss_ignore_index():
+    target = torch.tensor([[5, 6, 0, 0], [7, 0, 0, 0]])
+    assert training.counted_targets(tc.LabelSmoothingLoss(10, 0.1, ignore_index=0), target) == 3
+    assert training.counted_targets(training.cross_entropy_loss(pad_id=0), target) == 3
+    assert training.counted_targets(nn.CrossEntropyLoss(ignore_index=0), target) == 3
+    assert training.counted_targets(lambda logits, t: logits.sum(), target) == 8  # no ignore_index: all count
+
+
+# --- mixed precision --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("precision", "dtype"), [("fp32", torch.float32), ("bf16", torch.bfloat16),
+                                                  ("fp16", torch.float16)])  # fmt: skip
+def test_precision_runs_the_forward_pass_under_autocast(corpus, precision, dtype):
+    seen = []
+    inner = tc.LabelSmoothingLoss(len(corpus.tgt_vocab), 0.1, corpus.tgt_vocab.pad_id)
+
+    def loss_fn(logits, target):
+        seen.append(logits.dtype)
+        return inner(logits, target)
+
+    loss_fn.ignore_index = inner.ignore_index
+    model = tiny_translator(corpus)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    history = tc.fit(model, varied_batches(corpus), 9, opt, loss_fn, progress=False, precision=precision)
+    assert set(seen) == {dtype}
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the weights stay float32
+    assert history.losses[-1] < history.losses[0] - 0.5
+
+
+def test_fp16_skips_a_step_whose_gradients_overflow(corpus):
+    # A loss so large that its scaled gradients overflow: the GradScaler skips the update, and the
+    # learning-rate schedule does not move either.
+    model = tiny_translator(corpus)
+    before = copy.deepcopy(model.state_dict())
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0 / (i + 1))
+    ce = tc.training.cross_entropy_loss(corpus.tgt_vocab.pad_id)
+
+    def huge(logits, target):
+        return ce(logits, target) * 1e37
+
+    huge.ignore_index = ce.ignore_index
+    history = tc.fit(model, varied_batches(corpus), 1, opt, huge, scheduler, progress=False, precision="fp16")
+    assert history.steps == 1
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert opt.param_groups[0]["lr"] == 1.0
+
+
+def test_bf16_translator_still_translates_held_out_sentences():
+    # The chapter's translator trained with bfloat16 autocast on the CPU: >= 95 % held-out exact match.
+    result = translate.train_translator(seed=0, device="cpu", progress=False, precision="bf16")
+    test = translate.evaluate(result.model, result.corpus, result.dataset.test_pairs)
+    assert test.exact_match >= 0.95
+
+
+# --- the loop itself ----------------------------------------------------------------------------------
+
+
+def test_fit_evaluates_after_the_last_step(corpus):
+    _, history = train(corpus, varied_batches(corpus), 5, evaluate=lambda: 0.5, eval_every=3)
+    assert [step for step, _ in history.evals] == [3, 5]
+    _, history = train(corpus, varied_batches(corpus), 6, evaluate=lambda: 0.0, eval_every=3)
+    assert [step for step, _ in history.evals] == [3, 6]  # no second evaluation at a multiple
+
+
+def test_fit_stops_at_the_target(corpus):
+    scores = iter([0.2, 0.9, 1.0])
+    _, history = train(corpus, varied_batches(corpus), 50, evaluate=lambda: next(scores), eval_every=2, target=0.9)
+    assert history.steps == 4 and history.evals == [(2, 0.2), (4, 0.9)]
+
+
+def test_fit_trains_in_train_mode_and_leaves_eval_mode(corpus):
+    model = tiny_translator(corpus).eval()
+    modes = []
+    ce = tc.training.cross_entropy_loss(corpus.tgt_vocab.pad_id)
+
+    def loss_fn(logits, target):
+        modes.append(model.training)
+        return ce(logits, target)
+
+    def evaluate():
+        model.eval()  # as translate_batch does
+        return 0.0
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    tc.fit(model, varied_batches(corpus), 4, opt, loss_fn, evaluate=evaluate, eval_every=1, progress=False)
+    assert modes == [True] * 4  # back in train mode after every evaluation
+    assert not model.training
+
+
+@pytest.mark.parametrize("where", ["loss", "evaluate"])
+def test_fit_leaves_eval_mode_after_an_error(corpus, where):
+    model = tiny_translator(corpus).train()
+    ce = tc.training.cross_entropy_loss(corpus.tgt_vocab.pad_id)
+
+    def failing(*args):
+        raise RuntimeError("boom")
+
+    loss_fn = failing if where == "loss" else ce
+    evaluate = failing if where == "evaluate" else None
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(RuntimeError, match="boom"):
+        tc.fit(model, varied_batches(corpus), 3, opt, loss_fn, evaluate=evaluate, eval_every=1, progress=False)
+    assert not model.training
+
+
+def test_fit_on_a_one_shot_iterator_says_it_is_exhausted(corpus):
+    batches = varied_batches(corpus)
+    _, history = train(corpus, (b for b in batches), 3)  # enough batches: fine
+    assert history.steps == 3
+    with pytest.raises(ValueError, match=r"ran out after 3 batches: a one-shot iterator .* exhausted"):
+        train(corpus, (b for b in batches), 5)
+    with pytest.raises(ValueError, match="data yielded no batches"):
+        train(corpus, [], 5)
+
+
+def test_fit_refuses_torchrun_without_a_process_group(corpus, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(RuntimeError, match=r"WORLD_SIZE=2.*distributed.setup\(\)"):
+        train(corpus, varied_batches(corpus), 1)
+
+
+def test_a_single_process_ignores_distributed_setup():
+    process = distributed.setup("cpu")
+    assert (process.rank, process.world_size, process.is_main) == (0, 1, True)
+    assert not torch.distributed.is_initialized()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "pattern"),
+    [
+        ({"accumulate": 0}, ValueError, r"accumulate=0 must be a positive integer"),
+        ({"accumulate": 2.0}, TypeError, r"accumulate must be an int"),
+        ({"precision": "fp8"}, ValueError, r"precision='fp8' must be one of 'fp32', 'bf16', 'fp16'"),
+    ],
+)
+def test_fit_names_bad_arguments(corpus, kwargs, error, pattern):
+    with pytest.raises(error, match=pattern):
+        train(corpus, varied_batches(corpus), 1, **kwargs)
+
+
+# --- schedule, loss and seeds -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("factor", "error", "pattern"),
+    [
+        ("2", TypeError, r"factor must be a number, got str"),
+        (None, TypeError, r"factor must be a number, got NoneType"),
+        (-1.0, ValueError, r"factor=-1.0 must be a positive number"),
+        (0, ValueError, r"factor=0 must be a positive number"),
+        (float("nan"), ValueError, r"factor=nan must be a positive number"),
+    ],
+)
+def test_noam_factor_is_checked(factor, error, pattern):
+    with pytest.raises(error, match=pattern):
+        tc.noam_lr(10, 64, 100, factor)
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    with pytest.raises(error, match=pattern):
+        tc.noam_scheduler(opt, 64, 100, factor)
+
+
+def test_noam_factor_scales_the_rate():
+    assert tc.noam_lr(10, 64, 100, 2) == pytest.approx(2 * tc.noam_lr(10, 64, 100))
+
+
+@pytest.mark.parametrize(
+    ("target", "error", "pattern"),
+    [
+        (torch.tensor([[1.0, 2.0, 0.0]]), TypeError, r"target must be an integer tensor"),
+        (
+            torch.tensor([[1, 2, 11]]),
+            ValueError,
+            r"target holds class 11, expected classes in \[0, 10\] or "
+            r"ignore_index=0",
+        ),
+        (torch.tensor([[1, -3, 0]]), ValueError, r"target holds class -3"),
+    ],
+)
+def test_label_smoothing_names_bad_targets(target, error, pattern):
+    with pytest.raises(error, match=pattern):
+        tc.LabelSmoothingLoss(11, 0.1, ignore_index=0)(torch.randn(1, 3, 11), target)
+
+
+def test_label_smoothing_accepts_the_ignore_index_outside_the_classes():
+    logits, target = torch.randn(2, 3, 5), torch.tensor([[1, 4, -100], [0, -100, -100]])
+    expected = F.cross_entropy(logits.reshape(-1, 5), target.reshape(-1), label_smoothing=0.2)
+    torch.testing.assert_close(tc.LabelSmoothingLoss(5, 0.2)(logits, target), expected)
+
+
+def test_set_seed_seeds_python_numpy_and_torch():
+    tc.set_seed(7)
+    first = (random.random(), np.random.rand(), torch.rand(1).item())
+    tc.set_seed(7)
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
+
+
+@pytest.mark.parametrize(("seed", "error"), [(2**64, ValueError), (-1, ValueError), (1.5, TypeError)])
+def test_a_bad_seed_is_refused_before_anything_is_reseeded(seed, error):
+    random.seed(11)
+    torch.manual_seed(11)
+    with pytest.raises(error, match="seed"):
+        tc.set_seed(seed)
+    after = (random.random(), torch.rand(1).item())
+    random.seed(11)
+    torch.manual_seed(11)
+    assert after == (random.random(), torch.rand(1).item())  # the call reseeded nothing
+
+
+def test_the_largest_seed_pytorch_takes_is_accepted():
+    tc.set_seed(2**64 - 1)
+    assert torch.initial_seed() == 2**64 - 1

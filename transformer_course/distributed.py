@@ -1,0 +1,159 @@
+"""Appendix B: one training run on several processes, each with its own device, launched by torchrun.
+
+    torchrun --standalone --nproc-per-node 2 -m transformer_course.translate train
+
+torchrun starts the same program N times and tells each copy who it is through environment variables:
+RANK (0 .. N-1 over all machines), LOCAL_RANK (its number on this machine, which picks its GPU) and
+WORLD_SIZE (N), plus MASTER_ADDR and MASTER_PORT, where the processes meet. `setup()` reads them and
+joins the process group: gloo on the CPU, NCCL between GPUs. From then on `training.fit` trains one
+model on all processes: each computes the gradient of its share of every batch, and
+DistributedDataParallel averages the gradients, so every process takes the same optimizer step.
+
+Without torchrun, `setup()` returns rank 0 of 1 and starts nothing: the same program runs alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from . import training
+from ._validate import check_positive_int
+
+
+@dataclass(frozen=True)
+class Process:
+    """Who this process is: its rank among world_size processes, and the device it trains on."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0, the one process that prints, shows progress and writes files."""
+        return self.rank == 0
+
+
+def _environment_int(name: str) -> int:
+    value = os.environ.get(name)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise RuntimeError(
+            f"torchrun sets {name} to an integer, found {value!r}: launch with torchrun, or unset WORLD_SIZE"
+        ) from None
+
+
+def setup(device: torch.device | str | None = None) -> Process:
+    """Join the process group torchrun started (one process per device), or return rank 0 of 1 without it.
+
+    device defaults to GPU LOCAL_RANK when GPUs are present (processes on one machine share its GPUs
+    out by local rank), else the CPU. The backend follows the device: NCCL for GPUs, gloo for the CPU.
+    """
+    world_size = _environment_int("WORLD_SIZE") if "WORLD_SIZE" in os.environ else 1
+    if world_size == 1:
+        return Process(0, 1, training.get_device() if device is None else torch.device(device))
+    local_rank = _environment_int("LOCAL_RANK")
+    if device is None:
+        device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # "cuda" now means this process's GPU, for every library
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return Process(dist.get_rank(), dist.get_world_size(), device)
+
+
+def cleanup() -> None:
+    """Leave the process group (at the end of training, also after an error); nothing to do without one."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def time_steps(
+    steps: int = 50,
+    warmup_steps: int = 5,
+    batch_size: int = 64,
+    accumulate: int = 1,
+    precision: str = "fp32",
+    device: torch.device | str | None = None,
+) -> tuple[float, float]:
+    """(seconds per step, loss of the last step) of training chapter 12's translator on this process's device.
+
+    Run in every process torchrun started (after `setup()`), the processes share every batch. The first
+    `warmup_steps` steps are not timed; there is no evaluation. The loss is that of the whole global batch,
+    the same (to rounding) however many processes train.
+    """
+    # translate imports this module (for setup): import it here, once both are loaded.
+    from . import datasets, translate
+
+    check_positive_int(steps, "steps")
+    check_positive_int(warmup_steps, "warmup_steps")
+    config = translate.TranslatorConfig(batch_size=batch_size, accumulate=accumulate, precision=precision)
+    device = training.get_device() if device is None else torch.device(device)
+    training.set_seed(0)
+    corpus = translate.data.ParallelCorpus(datasets.make_dataset(0).train_pairs)
+    net = translate.build_model(corpus, config).to(device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    scheduler = training.noam_scheduler(optimizer, config.d_model, config.warmup)
+    loss_fn = training.LabelSmoothingLoss(len(corpus.tgt_vocab), config.smoothing, corpus.tgt_vocab.pad_id)
+    batches = corpus.batches(batch_size, seed=0, device=device)
+    options = dict(progress=False, accumulate=accumulate, precision=precision)
+    training.fit(net, batches, warmup_steps, optimizer, loss_fn, scheduler, **options)
+    history = training.fit(net, batches, steps, optimizer, loss_fn, scheduler, **options)
+    return history.seconds / steps, history.losses[-1]
+
+
+# ----------------------------------------------------------------------------- command line
+
+DESCRIPTION = """Time training steps of chapter 12's translator, in one process or in every process torchrun starts.
+
+  python -m transformer_course.distributed                                         # one process
+  torchrun --standalone --nproc-per-node 2 -m transformer_course.distributed       # two processes
+
+Every process builds the same model and draws the same global batches; under torchrun each computes
+its share. Rank 0 prints the time per step (after untimed warm-up steps) and the loss of the last step,
+which is the same, to rounding, however many processes trained."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m transformer_course.distributed",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--steps", type=int, default=50, help="timed steps (default 50)")
+    parser.add_argument("--warmup-steps", type=int, default=5, help="untimed steps first (default 5)")
+    parser.add_argument("--batch-size", type=int, default=64, help="global batch (default 64)")
+    parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per step (default 1)")
+    parser.add_argument("--precision", choices=tuple(training.PRECISIONS), default="fp32", help="(default fp32)")
+    args = parser.parse_args(argv)
+    training.set_threads(1)
+    process = setup()
+    try:
+        seconds, loss = time_steps(
+            args.steps, args.warmup_steps, args.batch_size, args.accumulate, args.precision, process.device
+        )
+    except (TypeError, ValueError) as e:
+        parser.error(str(e))
+    finally:
+        cleanup()
+    if process.is_main:
+        who = f"{process.world_size} process{'es' if process.world_size > 1 else ''} on {process.device.type}"
+        print(
+            f"{who}, {args.precision}: {1000 * seconds:.1f} ms per step of {args.batch_size} sentence pairs "
+            f"({args.steps} steps); loss after {args.warmup_steps + args.steps} steps {loss:.4f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
