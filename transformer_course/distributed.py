@@ -42,7 +42,7 @@ class Process:
 def _environment_int(name: str) -> int:
     value = os.environ.get(name)
     try:
-        return int(value)
+        return int(value)  # type: ignore[arg-type]  # None raises TypeError, handled below
     except (TypeError, ValueError):
         raise RuntimeError(
             f"torchrun sets {name} to an integer, found {value!r}: launch with torchrun, or unset WORLD_SIZE"
@@ -106,9 +106,10 @@ def time_steps(
     scheduler = training.noam_scheduler(optimizer, config.d_model, config.warmup)
     loss_fn = training.LabelSmoothingLoss(len(corpus.tgt_vocab), config.smoothing, corpus.tgt_vocab.pad_id)
     batches = corpus.batches(batch_size, seed=0, device=device)
-    options = dict(progress=False, accumulate=accumulate, precision=precision)
-    training.fit(net, batches, warmup_steps, optimizer, loss_fn, scheduler, **options)
-    history = training.fit(net, batches, steps, optimizer, loss_fn, scheduler, **options)
+    for n in (warmup_steps, steps):  # warm-up steps first, untimed in what is returned
+        history = training.fit(
+            net, batches, n, optimizer, loss_fn, scheduler, progress=False, accumulate=accumulate, precision=precision
+        )
     return history.seconds / steps, history.losses[-1]
 
 

@@ -230,7 +230,9 @@ def batch_gradients(
     for i, ((src, tgt_in, tgt_out), n) in enumerate(zip(parts, counts)):
         # DDP averages the gradients during the backward pass of the last micro-batch only.
         last = i == len(parts) - 1
-        with contextlib.nullcontext() if last or world_size == 1 else model.no_sync():
+        # DDP's no_sync: skip the all-reduce of this micro-batch's gradients (they add up locally).
+        no_sync = getattr(model, "no_sync", contextlib.nullcontext)
+        with contextlib.nullcontext() if last or world_size == 1 else no_sync():
             with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
                 loss = loss_fn(model(src, tgt_in), tgt_out)
             weighted = loss * (n * world_size / total)
@@ -363,5 +365,5 @@ def cross_entropy_loss(pad_id: int, smoothing: float = 0.0) -> Callable[[torch.T
         logits = logits.flatten(0, -2).float()
         return F.cross_entropy(logits, target.flatten(), ignore_index=pad_id, label_smoothing=smoothing)
 
-    loss_fn.ignore_index = pad_id  # what fit counts as targets (see counted_targets)
+    loss_fn.ignore_index = pad_id  # type: ignore[attr-defined]  # what fit counts as targets (counted_targets)
     return loss_fn

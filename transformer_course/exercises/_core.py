@@ -400,13 +400,13 @@ def _call_with_time_limit(call: Callable[[], Any], limit: float) -> Any:
 def _stop(worker: threading.Thread, outcome: dict, guard: threading.Lock) -> bool:
     """Raise _Stop in the worker unless its call is done; True if it was sent."""
     with guard:
-        if outcome.get("done"):
+        if outcome.get("done") or worker.ident is None:  # finished, or never started
             return False
         _raise_in_thread(worker.ident, _Stop)
         return True
 
 
-def _raise_in_thread(ident: int | None, exception: type[BaseException] | None) -> None:
+def _raise_in_thread(ident: int, exception: type[BaseException] | None) -> None:
     # exception None clears a pending one (ctypes passes None as NULL).
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(ident), None if exception is None else ctypes.py_object(exception)
