@@ -68,11 +68,12 @@ def assert_same_modes(ours: nn.Module, theirs: nn.Module) -> None:
 
 def dropouts(module: nn.Module) -> set[float]:
     """Every dropout probability in `module`: nn.Dropout layers and the attention weights' dropout."""
+    attention = (tc.MultiHeadAttention, nn.MultiheadAttention)
     found = {m.p for m in module.modules() if isinstance(m, nn.Dropout)}
-    return found | {m.dropout for m in module.modules() if isinstance(m, (tc.MultiHeadAttention, nn.MultiheadAttention))}
+    return found | {m.dropout for m in module.modules() if isinstance(m, attention)}
 
 
-def run_both(ours_call, theirs_call, dropout, mode):
+def run_both(ours_call, theirs_call):
     """Run both calls under the same seed (dropout in training mode then draws the same numbers)."""
     torch.manual_seed(1234)
     expected = theirs_call()
@@ -111,8 +112,6 @@ def test_multihead_attention(bias, batch_first, masking, dropout, mode):
         got, expected = run_both(
             lambda q=query, k=key: ours(q, k, k, mask),
             lambda args=args: m(*args, attn_mask=attn_mask, key_padding_mask=kpm, need_weights=False)[0],
-            dropout,
-            mode,
         )
         torch.testing.assert_close(got, to_torch_layout(expected, batch_first), atol=ATOL, rtol=0)
 
@@ -215,8 +214,6 @@ def test_encoder_layer(case):
     got, expected = run_both(
         lambda: ours(x, ~kpm[:, None, None, :]),
         lambda: m(to_torch_layout(x, batch_first), src_key_padding_mask=kpm),
-        dropout,
-        mode,
     )
     # PyTorch's inference fast path may zero the padded query rows: compare the real positions.
     real = ~kpm
@@ -232,12 +229,10 @@ def test_decoder_layer(case):
     batch = batch_size(dropout, mode)
     x, memory = torch.randn(batch, T, D), torch.randn(batch, S, D)
     mem_kpm = key_padding([7, 4, 6][:batch], S)
+    tgt, mem = (to_torch_layout(t, batch_first) for t in (x, memory))
     got, expected = run_both(
         lambda: ours(x, memory, tc.causal_mask(T), ~mem_kpm[:, None, None, :]),
-        lambda: m(*(to_torch_layout(t, batch_first) for t in (x, memory)), tgt_mask=torch_causal(T),
-                  memory_key_padding_mask=mem_kpm),  # fmt: skip
-        dropout,
-        mode,
+        lambda: m(tgt, mem, tgt_mask=torch_causal(T), memory_key_padding_mask=mem_kpm),
     )
     torch.testing.assert_close(got, to_torch_layout(expected, batch_first), atol=ATOL, rtol=0)
 

@@ -140,6 +140,7 @@ def check_plain(value, name: str) -> None:
 
 
 def _describe(e: BaseException) -> str:
-    """'TypeName: first line of the message', or the type name alone when the message is empty."""
-    lines = str(e).splitlines()
-    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+    """'TypeName: the message's first two lines, shortened', or the type name alone when it has no message."""
+    text = " ".join(line.strip() for line in str(e).splitlines()[:2] if line.strip())
+    text = text if len(text) <= 200 else text[:197] + "..."
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__

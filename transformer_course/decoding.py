@@ -200,6 +200,9 @@ def check_source(model: Transformer, src, name: str) -> None:
     config = model.config
     if src.shape[0] == 0:
         raise ValueError(f"{name} has no rows: expected shape (B, S) with B >= 1")
+    device = next(model.parameters()).device
+    if src.device != device:
+        raise ValueError(f"{name} is on {src.device} but the model is on {device}: move one with .to()")
     if src.shape[1] > config.max_len:
         raise ValueError(
             f"{name} has {src.shape[1]} positions, more than the model's positional table, "
@@ -210,9 +213,6 @@ def check_source(model: Transformer, src, name: str) -> None:
             f"{name} holds ids in [{int(src.min())}, {int(src.max())}], expected ids in "
             f"[0, {config.src_vocab_size - 1}] (config.src_vocab_size={config.src_vocab_size})"
         )
-    device = next(model.parameters()).device
-    if src.device != device:
-        raise ValueError(f"{name} is on {src.device} but the model is on {device}: move one with .to()")
 
 
 def _check_beam_args(src, beam_size, length_penalty) -> None:

@@ -223,12 +223,13 @@ def translate_batch(net: model.Transformer, vocabs, sentences: Sequence[str], ba
     rows = _source_rows(sentences, src_vocab, net.config.max_len)
     check_positive_int(batch_size, "batch_size")
     device = next(net.parameters()).device
+    budget = [min(default_max_len(len(row)), net.config.max_len) for row in rows]
     out = []
     for i in range(0, len(rows), batch_size):
         src = data.pad_rows(rows[i : i + batch_size], src_vocab.pad_id).to(device)
-        max_len = min(default_max_len(src.shape[1]), net.config.max_len)
-        ys = decoding.greedy_decode(net, src, max_len, tgt_vocab.sos_id, tgt_vocab.eos_id)
-        out += [" ".join(tgt_vocab.decode(row)) for row in ys.tolist()]
+        ys = decoding.greedy_decode(net, src, max(budget[i : i + batch_size]), tgt_vocab.sos_id, tgt_vocab.eos_id)
+        # Each sentence gets its own budget, as in translate_sentence, whatever else shares its batch.
+        out += [" ".join(tgt_vocab.decode(row[:n])) for row, n in zip(ys.tolist(), budget[i : i + batch_size])]
     return out
 
 
