@@ -2,12 +2,17 @@
 
 import os
 import pickle
+import tempfile
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 import transformer_course as tc
-from transformer_course import checkpoint
+from transformer_course import checkpoint, translate
 
 
 @pytest.fixture
@@ -91,3 +96,127 @@ def test_bad_files_raise_a_clear_error(trained, tmp_path, content, pattern):
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint at"):
         tc.load_checkpoint(tmp_path / "nope.pt")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The promise: a checkpoint that saves, loads; one that loads, translates.
+
+
+def test_empty_file(tmp_path):
+    empty = tmp_path / "empty.pt"
+    empty.touch()
+    with pytest.raises(ValueError, match=r"empty.pt is empty \(0 bytes\): not a checkpoint"):
+        tc.load_checkpoint(empty)
+
+
+class Opaque:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("extra", "exc", "message"),
+    [
+        ({"tags": {"a", "b"}}, TypeError, r"extra\['tags'\] is a builtins.set; a checkpoint's extra holds plain data"),
+        ({"dir": Path("runs")}, TypeError, r"extra\['dir'\] is a pathlib\."),
+        ({"loss": np.float64(0.5)}, TypeError, r"extra\['loss'\] is a numpy.float64"),
+        ({"weights": torch.zeros(2)}, TypeError, r"extra\['weights'\] is a torch.Tensor"),
+        ({"history": [1, 2, [3, Opaque()]]}, TypeError, r"extra\['history'\]\[2\]\[1\] is a .*Opaque"),
+        ({"by_step": {1: 0.5}}, TypeError, r"extra\['by_step'\] has the key 1 \(int\); keys must be str"),
+        ({3: "x"}, TypeError, r"extra has the key 3 \(int\); keys must be str"),
+        (["steps", 3], TypeError, "extra must be a dict, got list"),
+    ],
+    ids=["set", "path", "numpy float", "tensor", "nested object", "int key inside", "int key", "list"],
+)
+def test_save_refuses_extra_values_its_loader_would_refuse(trained, tmp_path, extra, exc, message):
+    model, corpus = trained
+    with pytest.raises(exc, match=message):
+        tc.save_checkpoint(tmp_path / "model.pt", model, corpus.src_vocab, corpus.tgt_vocab, extra=extra)
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written
+
+
+plain = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(extra=st.dictionaries(st.text(max_size=4), plain, max_size=4))
+def test_every_extra_that_saves_loads_back_equal(extra):
+    torch.manual_seed(0)
+    corpus = tc.ParallelCorpus(tc.POST1_PAIRS)
+    model = tc.Transformer(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = tc.save_checkpoint(Path(tmp) / "m.pt", model, corpus.src_vocab, corpus.tgt_vocab, extra=extra)
+        assert tc.load_checkpoint(path).extra == extra
+
+
+def test_save_refuses_swapped_vocabularies(tmp_path):
+    corpus = tc.ParallelCorpus(tc.POST1_PAIRS)
+    model = tc.Transformer(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    with pytest.raises(ValueError, match=r"src_vocab has \d+ tokens but the model's src_vocab_size is \d+ "
+                                         r"\(are src_vocab and tgt_vocab swapped\?\)"):  # fmt: skip
+        tc.save_checkpoint(tmp_path / "m.pt", model, corpus.tgt_vocab, corpus.src_vocab)
+
+
+def test_save_refuses_swapped_vocabularies_of_equal_size(tmp_path):
+    """Equal sizes: the target vocabulary is the one with <sos> and <eos>."""
+    src_vocab = tc.Vocab(["<pad>", "a", "b", "c", "d"])
+    tgt_vocab = tc.Vocab(["<pad>", "<sos>", "<eos>", "x", "y"])
+    model = tc.Transformer(5, 5, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    tc.save_checkpoint(tmp_path / "ok.pt", model, src_vocab, tgt_vocab)
+    with pytest.raises(ValueError, match=r"tgt_vocab has no <sos> or <eos>.*swapped"):
+        tc.save_checkpoint(tmp_path / "m.pt", model, tgt_vocab, src_vocab)
+
+
+@pytest.mark.parametrize(
+    ("vocabs", "exc", "message"),
+    [
+        ((tc.Vocab(["a", "<pad>", "b"]), tc.Vocab(["<pad>", "<sos>", "<eos>"])), ValueError,
+         r"src_vocab must hold <pad> at the model's pad_id=0, got 1"),
+        ((tc.Vocab(["<pad>", "a", "b"]), tc.Vocab(["<pad>", "<sos>", "x"])), ValueError, "tgt_vocab has no <eos>"),
+        ((["<pad>", "a", "b"], tc.Vocab(["<pad>", "<sos>", "<eos>"])), TypeError,
+         "src_vocab must be a transformer_course.data.Vocab, got list"),
+    ],
+    ids=["pad elsewhere", "no eos", "not a Vocab"],
+)  # fmt: skip
+def test_save_refuses_vocabularies_the_translator_cannot_use(tmp_path, vocabs, exc, message):
+    model = tc.Transformer(3, 3, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    with pytest.raises(exc, match=message):
+        tc.save_checkpoint(tmp_path / "m.pt", model, *vocabs)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda p: p.update(src_vocab=p["tgt_vocab"], tgt_vocab=p["src_vocab"]), "swapped"),
+        (lambda p: p.update(extra=["not", "a", "dict"]), "extra must be a dict"),
+        (lambda p: p["config"].update(d_model=12), "size mismatch"),
+        (lambda p: p.pop("tgt_vocab"), "KeyError"),
+    ],
+    ids=["swapped vocabularies", "extra a list", "config and weights disagree", "no target vocabulary"],
+)
+def test_load_refuses_a_file_written_by_other_code(tmp_path, edit, message):
+    """A file this package's save would not write (made by hand or by another version) fails clearly on load."""
+    corpus = tc.ParallelCorpus(tc.POST1_PAIRS)
+    model = tc.Transformer(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    path = tc.save_checkpoint(tmp_path / "m.pt", model, corpus.src_vocab, corpus.tgt_vocab)
+    payload = torch.load(path, weights_only=True)
+    edit(payload)
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match=f"is a damaged checkpoint .*{message}"):
+        tc.load_checkpoint(path)
+
+
+def test_a_checkpoint_that_loads_translates(trained, tmp_path):
+    model, corpus = trained
+    loaded = tc.load_checkpoint(tc.save_checkpoint(tmp_path / "m.pt", model, corpus.src_vocab, corpus.tgt_vocab))
+    sentences = [s for s, _ in tc.POST1_PAIRS]
+    assert translate.translate_batch(loaded.model, loaded, sentences) == translate.translate_batch(
+        model, corpus, sentences
+    )
+    assert translate.translate_sentence(loaded.model, loaded, sentences[0]).tokens is not None

@@ -120,6 +120,13 @@ def test_unknown_words_are_named(workdir):
     assert_one_line_error(proc, "'猫'", "'和'", "'狗'", "known words include", "咖哥")
 
 
+@pytest.mark.parametrize("word", ["<pad>", "<sos>", "<eos>"])
+def test_special_tokens_are_not_words(workdir, word):
+    path, _ = workdir
+    assert_one_line_error(run(path, word), f"'{word}'", "known words include")
+    assert_one_line_error(run(path, f"咖哥 {word} 喜欢 他们"), f"'{word}'")
+
+
 @pytest.mark.parametrize("args", [["   "], []], ids=["blank", "none"])
 def test_empty_input(workdir, args):
     path, _ = workdir
@@ -140,7 +147,9 @@ def test_corrupt_checkpoints(workdir, tmp_path):
     truncated.write_bytes(good[: len(good) // 2])
     garbage.write_bytes(b"this is not a checkpoint\n" * 10)
     torch.save({"weights": torch.zeros(3)}, foreign)
-    for bad in (truncated, garbage, foreign):
+    empty = tmp_path / "empty.pt"
+    empty.touch()
+    for bad in (truncated, garbage, foreign, empty):
         assert_one_line_error(run(path, "咖哥 喜欢 小冰", "--checkpoint", str(bad)), bad.name, "checkpoint")
 
 

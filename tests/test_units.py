@@ -62,6 +62,26 @@ def test_fully_masked_row_gives_zeros_and_finite_gradients():
     assert torch.all(tc.fused_attention(q, q, q, mask)[0, 1] == 0)
 
 
+def test_attention_dropout_zeroes_weights_and_rescales_the_rest():
+    """dropout_p zeroes a share of the weights and scales the others by 1 / (1 - p), as nn.Dropout does."""
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    _, clean = tc.scaled_dot_product_attention(q, k, v)
+    out, dropped = tc.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    kept = dropped != 0
+    assert 0.3 < kept.float().mean() < 0.7
+    torch.testing.assert_close(dropped[kept], clean[kept] * 2)
+    torch.testing.assert_close(out, dropped @ v)
+
+
+def test_multihead_attention_drops_weights_in_training_only():
+    mha = tc.MultiHeadAttention(16, 2, dropout=0.5)
+    x = torch.randn(2, 6, 16)
+    mha.train()(x, x, x)
+    assert (mha.attn_weights == 0).float().mean() > 0.3  # dropout applied to the weights
+    mha.eval()(x, x, x)
+    assert (mha.attn_weights > 0).all()  # no dropout in evaluation
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_masking_is_safe_in_half_precision(dtype):
     """`masked_fill(mask, -1e9)` overflows float16; the package uses the dtype's own minimum."""
@@ -213,6 +233,19 @@ def test_token_embedding_is_scaled_by_sqrt_d_model():
 def test_learned_positions_are_parameters_and_sinusoidal_are_not():
     assert [n for n, _ in tc.LearnedPositionalEncoding(8, 20).named_parameters()] == ["pe"]
     assert list(tc.PositionalEncoding(8, 20).parameters()) == []
+
+
+@pytest.mark.parametrize("kind", [tc.PositionalEncoding, tc.LearnedPositionalEncoding])
+def test_positional_dropout_in_training_only(kind):
+    """The sum of embeddings and positions goes through dropout (paper §5.4), in training mode only."""
+    pe = kind(8, 20, dropout=0.5)
+    x = torch.randn(2, 10, 8)
+    clean = x + pe.pe[:10].detach()
+    out = pe.train()(x)
+    kept = out != 0
+    assert 0.3 < kept.float().mean() < 0.7
+    torch.testing.assert_close(out[kept], clean[kept] * 2)
+    torch.testing.assert_close(pe.eval()(x), clean)
 
 
 def test_positional_offset_matches_the_full_table():

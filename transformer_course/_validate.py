@@ -24,13 +24,30 @@ def check_probability(value, name: str) -> float:
 
 
 def check_tensor(x, name: str, ndim: int | None = None, floating: bool | None = None) -> torch.Tensor:
-    """Return `x` if it is a tensor with `ndim` dimensions (and a float or integer dtype, when asked)."""
+    """Return `x` if it is a tensor with `ndim` dimensions (and a float dtype, or token ids' dtype, when asked)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
     if floating is True and not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-    if floating is False and (x.is_floating_point() or x.dtype == torch.bool or x.is_complex()):
-        raise TypeError(f"{name} must be an integer tensor of token ids, got dtype {x.dtype}")
+    # Token ids: torch.long or torch.int, the dtypes nn.Embedding accepts (uint8 ids would wrap at 256).
+    if floating is False and x.dtype not in (torch.long, torch.int):
+        raise TypeError(f"{name} must be an integer tensor of token ids (torch.long or torch.int), got dtype {x.dtype}")
     return x
+
+
+def check_bool(value, name: str) -> bool:
+    """Return `value` if it is a bool, else raise a TypeError that names the argument."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def check_token_id(value, name: str, vocab_size: int) -> int:
+    """Return `value` if it is an int id in [0, vocab_size), else raise an error that names the argument."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int token id, got {type(value).__name__}")
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"{name}={value} must be a token id in [0, {vocab_size - 1}] (vocabulary of {vocab_size})")
+    return value

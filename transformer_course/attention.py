@@ -20,37 +20,6 @@ import torch.nn.functional as F
 from ._validate import check_probability, check_tensor
 
 
-def check_mask(mask, name: str, q_len: int, k_len: int) -> torch.Tensor:
-    """Return `mask` if it is a boolean tensor broadcastable to (..., q_len, k_len), else raise.
-
-    Masks of other dtypes are refused rather than guessed: 0/1 masks mean "hide" in some code
-    (post 1) and "keep" in other code (post 3). `transformer_course.masks` has converters.
-    """
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of dtype torch.bool, got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise TypeError(
-            f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}; "
-            "convert 0/1 masks with tc.masks.from_hide_mask or tc.masks.from_keep_mask"
-        )
-    if mask.dim() < 2 or mask.shape[-2] not in (1, q_len) or mask.shape[-1] not in (1, k_len):
-        raise ValueError(
-            f"{name} has shape {tuple(mask.shape)}, expected a shape broadcastable to (..., {q_len}, {k_len})"
-        )
-    return mask
-
-
-def check_qkv(q, k, v) -> None:
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check_tensor(x, name, floating=True)
-        if x.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., T, d), got {tuple(x.shape)}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share their last dimension d_k, got {q.shape[-1]} and {k.shape[-1]}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same length T_k, got {k.shape[-2]} and {v.shape[-2]}")
-
-
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -64,11 +33,14 @@ def scaled_dot_product_attention(
     with True = may attend. Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
     A query row that may attend to nothing gets all-zero weights and a zero output, never NaN.
     """
-    check_qkv(q, k, v)
-    dropout_p = check_probability(dropout_p, "dropout_p")
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (.., T_q, d_k) @ (.., d_k, T_k) -> (.., T_q, T_k)
+    check_attention_inputs(q, k, v, mask, dropout_p)
+    # In float32 at least, as PyTorch's kernels compute it: float16 scores of long vectors overflow (its
+    # range ends at 65504), and rounded to float16's 11 bits they would shift the softmax.
+    dtype = q.dtype
+    q, k, v = (x.to(torch.promote_types(dtype, torch.float32)) for x in (q, k, v))
+    # 1/√d_k scales q before the product, so the scores never hold the larger unscaled sums.
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (.., T_q, d_k) @ (.., d_k, T_k) -> (.., T_q, T_k)
     if mask is not None:
-        check_mask(mask, "mask", q.shape[-2], k.shape[-2])
         # The dtype's own minimum, not -1e9: -1e9 overflows float16 (its range ends at 65504).
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)
@@ -77,4 +49,61 @@ def scaled_dot_product_attention(
         weights = weights.masked_fill(~mask, 0.0)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
-    return weights @ v, weights
+    return (weights @ v).to(dtype), weights.to(dtype)
+
+
+def check_attention_inputs(q, k, v, mask, dropout_p) -> None:
+    """q (..., T_q, d_k), k (..., T_k, d_k) and v (..., T_k, d_v) of one float dtype, whose leading dimensions
+    broadcast together; a bool mask that broadcasts to the scores (..., T_q, T_k) without enlarging them."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_tensor(x, name, floating=True)
+        if x.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., T, d), got {tuple(x.shape)}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share their last dimension d_k, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same length T_k, got {k.shape[-2]} and {v.shape[-2]}")
+    lead = broadcast_or_none(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if lead is None:
+        raise ValueError(
+            f"the leading dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} do not broadcast"
+        )
+    check_probability(dropout_p, "dropout_p")
+    if mask is not None:
+        check_mask(mask, "mask", (*lead, q.shape[-2], k.shape[-2]))
+    devices = {x.device for x in (q, k, v, mask) if x is not None}
+    if len(devices) > 1:
+        raise ValueError(f"q, k, v and mask must be on one device, got {sorted(map(str, devices))}")
+
+
+def check_mask(mask, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """Return `mask` if it is a boolean tensor that broadcasts to `shape` (..., T_q, T_k), else raise.
+
+    Masks of other dtypes are refused rather than guessed: 0/1 masks mean "hide" in some code
+    (post 1) and "keep" in other code (post 3). `transformer_course.masks` has converters. A mask with
+    more dimensions than `shape`, or larger ones, is refused too: it would silently enlarge the output.
+    """
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of dtype torch.bool, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}; "
+            "convert 0/1 masks with tc.masks.from_hide_mask or tc.masks.from_keep_mask"
+        )
+    shape = tuple(shape)
+    if mask.dim() < 2 or broadcast_or_none(mask.shape, shape) != shape:
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)}, expected a shape broadcastable to (..., {shape[-2]}, {shape[-1]}) "
+            f"that does not enlarge the scores {shape}"
+        )
+    return mask
+
+
+def broadcast_or_none(*shapes) -> tuple[int, ...] | None:
+    """The shape `shapes` broadcast to, or None if they do not broadcast."""
+    try:
+        return tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:
+        return None

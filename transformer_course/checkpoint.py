@@ -3,6 +3,11 @@
 The file is written to a temporary name and renamed into place, so a crash mid-save never leaves a
 half-written checkpoint behind; loading uses `torch.load(weights_only=True)`, which refuses to run
 code hidden in a pickle.
+
+The promise: a checkpoint that saves, loads; one that loads, translates. `save_checkpoint` therefore
+refuses what its loader or the translator would refuse later: vocabularies whose sizes or padding ids
+do not match the model (swapped source and target vocabularies, say), a target vocabulary without
+<sos> and <eos>, and `extra` values that are not plain data.
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ from pathlib import Path
 
 import torch
 
-from .data import Vocab
+from .data import EOS, PAD, SOS, Vocab
 from .model import Transformer, TransformerConfig
 
 FORMAT = "transformer_course/1"
+PLAIN = (str, int, float, bool, type(None))  # with lists, tuples and dicts of them: what weights_only loads
 
 
 @dataclass
@@ -34,9 +40,9 @@ def save_checkpoint(
     """Write model weights + config + vocabularies (+ `extra`, plain data only) to `path`, atomically."""
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
-    for name, vocab in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab)):
-        if not isinstance(vocab, Vocab):
-            raise TypeError(f"{name} must be a transformer_course.data.Vocab, got {type(vocab).__name__}")
+    check_vocabularies(model.config, src_vocab, tgt_vocab)
+    extra = {} if extra is None else extra
+    check_plain(extra, "extra")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -45,7 +51,7 @@ def save_checkpoint(
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "src_vocab": list(src_vocab.itos),
         "tgt_vocab": list(tgt_vocab.itos),
-        "extra": dict(extra or {}),
+        "extra": dict(extra),
     }
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -62,24 +68,79 @@ def save_checkpoint(
 def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None = None) -> Checkpoint:
     """Rebuild the model saved at `path` (in eval mode, on `device`) with its vocabularies.
 
-    A missing, truncated or foreign file raises a ValueError (FileNotFoundError if missing) that says so.
+    A missing file raises FileNotFoundError; an empty, truncated, foreign or damaged one a ValueError that
+    says which.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path} is empty (0 bytes): not a checkpoint")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated zip, random bytes, a pickle with code in it, ...
-        raise ValueError(f"{path} is not a readable checkpoint ({type(e).__name__}: {str(e).splitlines()[0]})") from e
+        raise ValueError(f"{path} is not a readable checkpoint ({_describe(e)})") from e
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{path} is not a transformer_course checkpoint (expected format {FORMAT!r})")
     try:
         model = Transformer.from_config(TransformerConfig(**payload["config"]))
         model.load_state_dict(payload["state_dict"])
         src_vocab, tgt_vocab = Vocab(payload["src_vocab"]), Vocab(payload["tgt_vocab"])
+        check_vocabularies(model.config, src_vocab, tgt_vocab)
+        extra = payload.get("extra", {})
+        check_plain(extra, "extra")
     except (KeyError, TypeError, RuntimeError, ValueError) as e:
-        raise ValueError(f"{path} is a damaged checkpoint ({type(e).__name__}: {str(e).splitlines()[0]})") from e
+        raise ValueError(f"{path} is a damaged checkpoint ({_describe(e)})") from e
     if device is not None:
         model.to(device)
     model.eval()
-    return Checkpoint(model, src_vocab, tgt_vocab, payload.get("extra", {}))
+    return Checkpoint(model, src_vocab, tgt_vocab, extra)
+
+
+def check_vocabularies(config: TransformerConfig, src_vocab, tgt_vocab) -> None:
+    """Vocabularies a model with `config` can translate with: one id per row of its embeddings, its pad_id
+    at <pad> on both sides, and <sos> and <eos> in the target vocabulary."""
+    vocabs = {"src_vocab": (src_vocab, config.src_vocab_size), "tgt_vocab": (tgt_vocab, config.tgt_vocab_size)}
+    for name, (vocab, _) in vocabs.items():
+        if not isinstance(vocab, Vocab):
+            raise TypeError(f"{name} must be a transformer_course.data.Vocab, got {type(vocab).__name__}")
+    swapped = SOS in src_vocab and SOS not in tgt_vocab  # only a target vocabulary has <sos>
+    hint = " (are src_vocab and tgt_vocab swapped?)" if swapped else ""
+    for name, (vocab, size) in vocabs.items():
+        if len(vocab) != size:
+            raise ValueError(f"{name} has {len(vocab)} tokens but the model's {name}_size is {size}{hint}")
+        if vocab.stoi.get(PAD) != config.pad_id:
+            raise ValueError(f"{name} must hold {PAD} at the model's pad_id={config.pad_id}, got {vocab.stoi.get(PAD)}")
+    missing = [token for token in (SOS, EOS) if token not in tgt_vocab]
+    if missing:
+        raise ValueError(f"tgt_vocab has no {' or '.join(missing)}, which decoding starts and ends with{hint}")
+
+
+def check_plain(value, name: str) -> None:
+    """`value` must be plain data: str, int, float, bool, None, and lists, tuples and str-keyed dicts of them
+    (what `torch.load(weights_only=True)` reads back). `name` is where it sits, for the error message."""
+    if name == "extra" and type(value) is not dict:
+        raise TypeError(f"extra must be a dict, got {type(value).__name__}")
+    if type(value) in PLAIN:
+        return
+    if type(value) in (list, tuple):
+        for i, item in enumerate(value):
+            check_plain(item, f"{name}[{i}]")
+    elif type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise TypeError(f"{name} has the key {key!r} ({type(key).__name__}); keys must be str")
+            check_plain(item, f"{name}[{key!r}]")
+    else:
+        raise TypeError(
+            f"{name} is a {type(value).__module__}.{type(value).__qualname__}; a checkpoint's extra holds plain "
+            "data only (str, int, float, bool, None, and lists, tuples and str-keyed dicts of them), the values "
+            "that load_checkpoint can read back safely"
+        )
+
+
+def _describe(e: BaseException) -> str:
+    """'TypeName: the message's first two lines, shortened', or the type name alone when it has no message."""
+    text = " ".join(line.strip() for line in str(e).splitlines()[:2] if line.strip())
+    text = text if len(text) <= 200 else text[:197] + "..."
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__

@@ -14,13 +14,14 @@ searches; `greedy_decode` and `beam_search` run them on a model (with the cached
 
 from __future__ import annotations
 
-import functools
+import math
 
 import torch
 
-from ._validate import check_positive_int, check_tensor
+from ._modes import evaluating
+from ._validate import check_bool, check_positive_int, check_token_id
 from .efficient import CachedScorer
-from .model import Transformer
+from .model import Transformer, check_tokens
 
 
 class PrefixScorer:
@@ -85,43 +86,15 @@ def run_beam(
             break
     # Tokens after the start, up to and including the first eos (what follows it is padding).
     is_eos = seqs[:, 1:] == eos_id
-    lengths = torch.where(is_eos.any(dim=1), is_eos.float().argmax(dim=1) + 1, seqs.shape[1] - 1)
+    lengths = (is_eos.cumsum(dim=1) == 0).sum(dim=1) + is_eos.any(dim=1)  # tokens before the first eos, + the eos
     best = int((scores / lengths.clamp(min=1).float() ** length_penalty).argmax())
     return seqs[best : best + 1, : int(lengths[best]) + 1]
 
 
-def _check_decode_args(model, src, max_len, bos_id, eos_id) -> None:
-    if not isinstance(model, Transformer):
-        raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
-    check_tensor(src, "src", ndim=2, floating=False)
-    check_positive_int(max_len, "max_len")
-    vocab = model.config.tgt_vocab_size
-    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
-            raise ValueError(f"{name}={value!r} must be a token id in [0, {vocab - 1}]")
+def _scorer(model: Transformer, src: torch.Tensor, use_cache: bool) -> _FiniteScorer:
+    return _FiniteScorer(model, CachedScorer(model, src) if use_cache else PrefixScorer(model, src))
 
 
-def _inference(fn):
-    """Run `fn` without gradients and with dropout off, then restore the model's mode."""
-
-    @functools.wraps(fn)
-    def wrapper(model, *args, **kwargs):
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                return fn(model, *args, **kwargs)
-        finally:
-            model.train(was_training)
-
-    return wrapper
-
-
-def _scorer(model: Transformer, src: torch.Tensor, use_cache: bool):
-    return CachedScorer(model, src) if use_cache else PrefixScorer(model, src)
-
-
-@_inference
 def greedy_decode(
     model: Transformer,
     src: torch.Tensor,
@@ -134,13 +107,14 @@ def greedy_decode(
 
     A row that has produced eos_id is padded with the model's pad id while the others go on;
     decoding stops when every row has finished or max_len tokens (bos included) are reached.
+    The model runs in eval mode without gradients; each of its submodules keeps its own mode afterwards.
     """
-    _check_decode_args(model, src, max_len, bos_id, eos_id)
+    _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache)
     start = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    return run_greedy(_scorer(model, src, use_cache), start, max_len, eos_id, model.pad_id)
+    with evaluating(model):
+        return run_greedy(_scorer(model, src, use_cache), start, max_len, eos_id, model.pad_id)
 
 
-@_inference
 def beam_search(
     model: Transformer,
     src: torch.Tensor,
@@ -155,23 +129,116 @@ def beam_search(
 
     beam_size=1 gives exactly the greedy output; length_penalty as in `run_beam`.
     """
-    _check_decode_args(model, src, max_len, bos_id, eos_id)
-    check_positive_int(beam_size, "beam_size")
-    if src.shape[0] != 1:
-        raise ValueError(f"beam_search decodes one sentence at a time: src must be (1, S), got {tuple(src.shape)}")
+    _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache)
+    _check_beam_args(src, beam_size, length_penalty)
     start = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
-    return run_beam(_scorer(model, src, use_cache), start, beam_size, max_len, eos_id, model.pad_id, length_penalty)
+    with evaluating(model):
+        scorer = _scorer(model, src, use_cache)
+        return run_beam(scorer, start, beam_size, max_len, eos_id, model.pad_id, float(length_penalty))
 
 
-@_inference
 def sequence_log_prob(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
     """Sum of log p(y_t | y_<t, src) over the tokens of tgt (B, T) after its first (bos) token.
 
     Padding after eos is not counted. Used to compare the outputs of greedy and beam search.
     """
-    check_tensor(tgt, "tgt", ndim=2, floating=False)
-    if tgt.shape[1] < 2:
-        raise ValueError(f"tgt must hold bos and at least one token, got shape {tuple(tgt.shape)}")
-    logits = model(src, tgt[:, :-1])
+    _check_log_prob_args(model, src, tgt)
+    with evaluating(model):
+        logits = model(src, tgt[:, :-1])
     log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[:, 1:, None]).squeeze(-1)
     return (log_probs * (tgt[:, 1:] != model.pad_id)).sum(dim=1)
+
+
+class _FiniteScorer:
+    """A scorer whose logits are checked at every step: with NaN logits argmax picks garbage silently
+    and beam search's topk finds no candidate."""
+
+    def __init__(self, model: Transformer, scorer: PrefixScorer | CachedScorer):
+        self.model, self.scorer = model, scorer
+
+    def __call__(self, ys: torch.Tensor) -> torch.Tensor:
+        logits = self.scorer(ys)
+        if torch.isnan(logits).any():
+            bad = [name for name, p in self.model.named_parameters() if not torch.isfinite(p).all()]
+            cause = (
+                f"its parameters hold NaN or inf ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
+                if bad
+                else "its parameters are finite, so a computation overflowed (half precision?)"
+            )
+            raise FloatingPointError(f"the model's next-token logits are NaN after {ys.shape[1]} token(s): {cause}")
+        return logits
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.scorer.select(rows)
+
+
+def _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache) -> None:
+    """Everything greedy_decode and beam_search are given, checked before any work is done."""
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
+    config = model.config
+    check_source(model, src, "src")
+    check_positive_int(max_len, "max_len")
+    if max_len > config.max_len:
+        raise ValueError(
+            f"max_len={max_len} (tokens to generate, bos included) exceeds the model's positional table, "
+            f"config.max_len={config.max_len}"
+        )
+    check_token_id(bos_id, "bos_id", config.tgt_vocab_size)
+    check_token_id(eos_id, "eos_id", config.tgt_vocab_size)
+    # bos_id == eos_id is allowed (one token that starts and ends, as in GPT-2): the start is never generated.
+    # eos_id == pad_id is allowed too: a task without an end token stops where the model predicts padding.
+    if bos_id == model.pad_id:
+        raise ValueError(f"bos_id={bos_id} is the model's pad_id: the decoder would mask the start token as padding")
+    check_bool(use_cache, "use_cache")
+
+
+def check_source(model: Transformer, src, name: str) -> None:
+    """Token ids (B, S) with B, S >= 1 that the model can read: ids in its source vocabulary, S within its
+    positional table, on its device."""
+    check_tokens(src, name)
+    config = model.config
+    if src.shape[0] == 0:
+        raise ValueError(f"{name} has no rows: expected shape (B, S) with B >= 1")
+    device = next(model.parameters()).device
+    if src.device != device:
+        raise ValueError(f"{name} is on {src.device} but the model is on {device}: move one with .to()")
+    if src.shape[1] > config.max_len:
+        raise ValueError(
+            f"{name} has {src.shape[1]} positions, more than the model's positional table, "
+            f"config.max_len={config.max_len}"
+        )
+    if int(src.min()) < 0 or int(src.max()) >= config.src_vocab_size:
+        raise ValueError(
+            f"{name} holds ids in [{int(src.min())}, {int(src.max())}], expected ids in "
+            f"[0, {config.src_vocab_size - 1}] (config.src_vocab_size={config.src_vocab_size})"
+        )
+
+
+def _check_beam_args(src, beam_size, length_penalty) -> None:
+    check_positive_int(beam_size, "beam_size")
+    if src.shape[0] != 1:
+        raise ValueError(f"beam_search decodes one sentence at a time: src must be (1, S), got {tuple(src.shape)}")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
+        raise TypeError(f"length_penalty must be a float, got {type(length_penalty).__name__}")
+    if not math.isfinite(length_penalty):
+        raise ValueError(f"length_penalty={length_penalty} must be a finite number (0: rank by the raw sum)")
+
+
+def _check_log_prob_args(model, src, tgt) -> None:
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
+    check_source(model, src, "src")
+    check_tokens(tgt, "tgt")
+    if tgt.shape[1] < 2:
+        raise ValueError(f"tgt must hold bos and at least one token, got shape {tuple(tgt.shape)}")
+    if tgt.shape[0] != src.shape[0]:
+        raise ValueError(f"src and tgt must share the batch size, got {src.shape[0]} and {tgt.shape[0]}")
+    vocab = model.config.tgt_vocab_size
+    if int(tgt.min()) < 0 or int(tgt.max()) >= vocab:
+        raise ValueError(f"tgt holds ids in [{int(tgt.min())}, {int(tgt.max())}], expected ids in [0, {vocab - 1}]")
+    if tgt.shape[1] - 1 > model.config.max_len:
+        raise ValueError(
+            f"tgt has {tgt.shape[1]} tokens: the decoder reads all but the last, more than the model's "
+            f"positional table, config.max_len={model.config.max_len}"
+        )

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_positive_int, check_probability
-from .attention import check_mask, check_qkv, scaled_dot_product_attention
+from ._validate import check_positive_int
+from .attention import check_attention_inputs, scaled_dot_product_attention
 from .decoder import DecoderLayer
 from .masks import causal_mask, combine_masks, padding_mask
 from .model import Transformer, check_decode_inputs
@@ -41,10 +41,7 @@ def fused_attention(
     instead of O(T²) memory; it cannot return the weights. Fully masked rows give zeros, as in the
     teaching path.
     """
-    check_qkv(q, k, v)
-    check_probability(dropout_p, "dropout_p")
-    if mask is not None:
-        check_mask(mask, "mask", q.shape[-2], k.shape[-2])
+    check_attention_inputs(q, k, v, mask, dropout_p)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     if mask is not None:
         # Older PyTorch releases return NaN for a row with no visible key: make it 0 everywhere.

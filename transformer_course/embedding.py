@@ -16,7 +16,7 @@ import math
 import torch
 from torch import nn
 
-from ._validate import check_positive_int, check_probability, check_tensor
+from ._validate import check_positive_int, check_probability, check_tensor, check_token_id
 
 
 def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
@@ -44,7 +44,7 @@ class TokenEmbedding(nn.Module):
         super().__init__()
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.d_model = check_positive_int(d_model, "d_model")
-        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=_check_pad_id(pad_id, vocab_size))
         self.scale = math.sqrt(d_model)
 
     @property
@@ -76,6 +76,7 @@ class PositionalEncoding(nn.Module):
 
     def table(self, length: int, offset: int = 0) -> torch.Tensor:
         """Rows offset .. offset + length - 1 of the table, (length, d_model)."""
+        _check_offset(offset)
         if offset + length > self.max_len:
             raise ValueError(
                 f"sequence length {offset + length} exceeds max_len={self.max_len}; "
@@ -101,3 +102,15 @@ class LearnedPositionalEncoding(PositionalEncoding):
         super().__init__(d_model, max_len, dropout)
         del self.pe
         self.pe = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+
+
+def _check_pad_id(pad_id, vocab_size: int) -> int | None:
+    """None, or a token id in [0, vocab_size)."""
+    return None if pad_id is None else check_token_id(pad_id, "pad_id", vocab_size)
+
+
+def _check_offset(offset) -> None:
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__}")
+    if offset < 0:
+        raise ValueError(f"offset={offset} must be >= 0 (the position of the first row)")

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from ._validate import check_positive_int
-from .ffn import PositionwiseFeedForward
-from .interop import activation_name, copy_ffn, copy_norms
+from .ffn import Activation, PositionwiseFeedForward
+from .interop import check_torch_module, check_torch_stack, copy_layer, copy_stack, torch_activation, torch_sizes
 from .multihead import MultiHeadAttention
 from .norm import LayerNorm
 from .residual import SublayerConnection
@@ -33,13 +33,14 @@ class EncoderLayer(nn.Module):
         d_ff: int,
         dropout: float = 0.1,
         norm_first: bool = False,
-        activation: str = "relu",
+        activation: str | Activation = "relu",
         eps: float = 1e-5,
+        bias: bool = True,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, eps) for _ in range(2))
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, eps, bias) for _ in range(2))
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -53,23 +54,12 @@ class EncoderLayer(nn.Module):
 
     @classmethod
     def from_torch(cls, m: nn.TransformerEncoderLayer) -> EncoderLayer:
-        """An EncoderLayer with the weights of `m` (Post-LN or Pre-LN, relu or gelu)."""
-        if not isinstance(m, nn.TransformerEncoderLayer):
-            raise TypeError(f"m must be a torch.nn.TransformerEncoderLayer, got {type(m).__name__}")
-        attn = MultiHeadAttention.from_torch(m.self_attn)
-        new = cls(
-            attn.d_model,
-            attn.n_heads,
-            m.linear1.out_features,
-            dropout=m.dropout.p,
-            norm_first=m.norm_first,
-            activation=activation_name(m),
-            eps=m.norm1.eps,
-        )
-        new.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype)
-        new.self_attn = attn
-        copy_ffn(new.ffn, m)
-        copy_norms(new.sublayers, (m.norm1, m.norm2))
+        """An EncoderLayer with the weights, options and mode of `m`; batch-first whatever `m.batch_first` is."""
+        check_torch_module(m, nn.TransformerEncoderLayer)
+        bias = m.linear1.bias is not None
+        new = cls(*torch_sizes(m), norm_first=m.norm_first, activation=torch_activation(m), bias=bias)
+        new.self_attn = MultiHeadAttention.from_torch(m.self_attn)
+        copy_layer(new, m, norms=(m.norm1, m.norm2), dropouts=(m.dropout1, m.dropout2))
         return new
 
 
@@ -87,7 +77,7 @@ class Encoder(nn.Module):
         n_layers: int,
         dropout: float = 0.1,
         norm_first: bool = False,
-        activation: str = "relu",
+        activation: str | Activation = "relu",
     ):
         super().__init__()
         check_positive_int(n_layers, "n_layers")
@@ -106,3 +96,11 @@ class Encoder(nn.Module):
     def attn_weights(self) -> list:
         """Each layer's self-attention weights of the last forward call."""
         return [layer.attn_weights for layer in self.layers]
+
+    @classmethod
+    def from_torch(cls, m: nn.TransformerEncoder) -> Encoder:
+        """An Encoder with the layers of `m` and its final LayerNorm (none if `m.norm` is None)."""
+        check_torch_stack(m, nn.TransformerEncoder)
+        new = cls(*torch_sizes(m.layers[0]), n_layers=len(m.layers))
+        copy_stack(new, m, EncoderLayer.from_torch)
+        return new

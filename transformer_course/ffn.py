@@ -9,11 +9,15 @@ same thing with exactly the same number of parameters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
-from ._validate import check_positive_int, check_probability
+from ._validate import check_bool, check_positive_int, check_probability, check_tensor
 from .mlp import make_activation
+
+Activation = Callable[[torch.Tensor], torch.Tensor]
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -23,16 +27,24 @@ class PositionwiseFeedForward(nn.Module):
     w_2(dropout(activation(w_1(x)))).
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True):
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str | Activation = "relu", bias: bool = True
+    ):
         super().__init__()
         check_positive_int(d_model, "d_model")
         check_positive_int(d_ff, "d_ff")
-        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w_1 = nn.Linear(d_model, d_ff, bias=check_bool(bias, "bias"))
         self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
-        self.activation = make_activation(activation)
+        # A name ("relu", "gelu", ...) or, as nn.TransformerEncoderLayer allows, any function of a tensor.
+        self.activation = activation if callable(activation) else make_activation(activation)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.w_1.in_features:
-            raise ValueError(f"x has {x.shape[-1]} features, expected d_model={self.w_1.in_features}")
+        _check_input(x, self.w_1.in_features)
         return self.w_2(self.dropout(self.activation(self.w_1(x))))
+
+
+def _check_input(x, d_model: int) -> None:
+    check_tensor(x, "x", floating=True)
+    if x.dim() == 0 or x.shape[-1] != d_model:
+        raise ValueError(f"x has {x.shape[-1] if x.dim() else 0} features, expected d_model={d_model}")

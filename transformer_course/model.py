@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from ._modes import evaluating
 from ._validate import check_positive_int, check_probability, check_tensor
 from .decoder import Decoder
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding
@@ -214,12 +215,10 @@ def summary(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, max_dep
                 shapes.setdefault(name, []).extend(tuple(o.shape) for o in outputs if isinstance(o, torch.Tensor))
 
             handles.append(module.register_forward_hook(record))
-    was_training = model.training
     try:
-        model.eval()
-        model(src, tgt_in)
+        with evaluating(model):
+            model(src, tgt_in)
     finally:
-        model.train(was_training)
         for handle in handles:
             handle.remove()
     rows: list[SummaryRow] = []

@@ -21,6 +21,7 @@ from .attention import check_mask, scaled_dot_product_attention
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(B, T, D) -> (B, H, T, D / H): head i gets features i*d_k .. (i+1)*d_k - 1."""
+    _check_split(x, n_heads)
     batch, length, d_model = x.shape
     return x.view(batch, length, n_heads, d_model // n_heads).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
 
@@ -87,7 +88,7 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
-        """A MultiHeadAttention with the weights of `m`; batch-first inputs whatever `m.batch_first` is."""
+        """A MultiHeadAttention with the weights and mode of `m`; batch-first inputs whatever `m.batch_first` is."""
         if not isinstance(m, nn.MultiheadAttention):
             raise TypeError(f"m must be a torch.nn.MultiheadAttention, got {type(m).__name__}")
         if not m._qkv_same_embed_dim:
@@ -96,7 +97,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("m uses add_bias_kv or add_zero_attn, which this module does not support")
         bias = m.in_proj_bias is not None
         new = cls(m.embed_dim, m.num_heads, dropout=m.dropout, bias=bias)
-        new.to(device=m.in_proj_weight.device, dtype=m.in_proj_weight.dtype)
+        new.to(device=m.in_proj_weight.device, dtype=m.in_proj_weight.dtype).train(m.training)
         with torch.no_grad():
             # nn.MultiheadAttention packs W_Q, W_K, W_V as the three row blocks of in_proj_weight.
             for linear, w in zip((new.w_q, new.w_k, new.w_v), m.in_proj_weight.chunk(3)):
@@ -118,10 +119,15 @@ def _check_sizes(d_model, n_heads) -> None:
 
 def _check_inputs(m: MultiHeadAttention, query, key, value, mask) -> None:
     """Shapes (B, T, d_model) that agree, and a mask that broadcasts to (B, H, T_q, T_k)."""
+    weight = m.w_q.weight
     for name, x in (("query", query), ("key", key), ("value", value)):
         check_tensor(x, name, ndim=3, floating=True)
         if x.shape[-1] != m.d_model:
             raise ValueError(f"{name} has {x.shape[-1]} features, expected d_model={m.d_model}")
+        if x.dtype != weight.dtype:
+            raise TypeError(f"{name} has dtype {x.dtype} but the weights {weight.dtype}: convert one with .to()")
+        if x.device != weight.device:
+            raise ValueError(f"{name} is on {x.device} but the weights on {weight.device}: move one with .to()")
     if key.shape[:2] != value.shape[:2]:
         raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must share (B, T_k)")
     if query.shape[0] != key.shape[0]:
@@ -132,9 +138,8 @@ def _check_inputs(m: MultiHeadAttention, query, key, value, mask) -> None:
 
 def check_head_mask(mask, batch: int, n_heads: int, q_len: int, k_len: int) -> None:
     """A bool mask of shape (T_q, T_k) or (B or 1, H or 1, T_q, T_k), with T_q, T_k also allowed to be 1."""
-    check_mask(mask, "mask", q_len, k_len)
+    lead = tuple(mask.shape[:-2]) if isinstance(mask, torch.Tensor) else ()
     # A 3-D (B, T_q, T_k) mask would broadcast B against the head axis: refuse it rather than guess.
-    lead = tuple(mask.shape[:-2])
     if len(lead) > 2 or (len(lead) == 1 and lead[0] != 1):
         raise ValueError(
             f"mask has shape {tuple(mask.shape)}; expected (T_q, T_k) or (B or 1, H or 1, T_q, T_k): "
@@ -142,3 +147,12 @@ def check_head_mask(mask, batch: int, n_heads: int, q_len: int, k_len: int) -> N
         )
     if len(lead) == 2 and (lead[0] not in (1, batch) or lead[1] not in (1, n_heads)):
         raise ValueError(f"mask has shape {tuple(mask.shape)}, expected ({batch} or 1, {n_heads} or 1, T_q, T_k)")
+    check_mask(mask, "mask", (batch, n_heads, q_len, k_len))
+
+
+def _check_split(x, n_heads) -> None:
+    """x (B, T, D) with D divisible by n_heads."""
+    check_tensor(x, "x", ndim=3)
+    check_positive_int(n_heads, "n_heads")
+    if x.shape[-1] % n_heads:
+        raise ValueError(f"x has {x.shape[-1]} features, which n_heads={n_heads} does not divide")

@@ -15,47 +15,37 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._validate import check_positive_int
-
-
-def _check_eps(eps) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"eps must be a float, got {type(eps).__name__}")
-    if eps <= 0:
-        raise ValueError(f"eps={eps} must be positive")
-    return float(eps)
+from ._validate import check_bool, check_positive_int, check_tensor
 
 
 class LayerNorm(nn.Module):
     """Normalise the last dimension of (..., d_model); `weight` is gamma, `bias` is beta."""
 
-    def __init__(self, d_model: int, eps: float = 1e-5):
+    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
         self.d_model = check_positive_int(d_model, "d_model")
         self.eps = _check_eps(eps)
         self.weight = nn.Parameter(torch.ones(d_model))
-        self.bias = nn.Parameter(torch.zeros(d_model))
+        # bias=False, as in nn.LayerNorm(bias=False): beta stays 0 and is not trained.
+        self.bias = nn.Parameter(torch.zeros(d_model), requires_grad=check_bool(bias, "bias"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x has {x.shape[-1]} features, expected d_model={self.d_model}")
-        centered = x - x.mean(dim=-1, keepdim=True)
+        _check_input(x, self.d_model)
+        # Statistics in float32 at least, as nn.LayerNorm computes them: in float16 the squares of inputs
+        # near 300 overflow, and bfloat16 rounds the mean of inputs near 1000 to a multiple of 4.
+        h = x.to(torch.promote_types(x.dtype, torch.float32))
+        centered = h - h.mean(dim=-1, keepdim=True)
         # The biased variance: the mean of the squared deviations, divided by D (not D - 1).
         # Written out rather than x.var(unbiased=False), which is several times slower on CPU.
         var = centered.pow(2).mean(dim=-1, keepdim=True)
-        return centered / torch.sqrt(var + self.eps) * self.weight + self.bias
+        return (centered / torch.sqrt(var + self.eps) * self.weight + self.bias).to(x.dtype)
 
     @classmethod
     def from_torch(cls, m: nn.LayerNorm) -> LayerNorm:
-        """A LayerNorm with the gain, bias and eps of `m` (which must normalise one dimension)."""
-        if not isinstance(m, nn.LayerNorm):
-            raise TypeError(f"m must be a torch.nn.LayerNorm, got {type(m).__name__}")
-        if len(m.normalized_shape) != 1:
-            raise ValueError(f"m normalises over {m.normalized_shape}; only one dimension is supported")
-        new = cls(m.normalized_shape[0], eps=m.eps)
-        if m.weight is None:
-            raise ValueError("m has elementwise_affine=False; this LayerNorm always has a gain and a bias")
-        new.to(device=m.weight.device, dtype=m.weight.dtype)
+        """A LayerNorm with the gain, bias (or none), eps and mode of `m`, which must normalise one dimension."""
+        _check_torch_norm(m)
+        new = cls(m.normalized_shape[0], eps=m.eps, bias=m.bias is not None)
+        new.to(device=m.weight.device, dtype=m.weight.dtype).train(m.training)
         with torch.no_grad():
             new.weight.copy_(m.weight)
             if m.bias is not None:
@@ -76,6 +66,30 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x has {x.shape[-1]} features, expected d_model={self.d_model}")
-        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+        _check_input(x, self.d_model)
+        h = x.to(torch.promote_types(x.dtype, torch.float32))  # float16 squares overflow: sum them in float32
+        return (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight).to(x.dtype)
+
+
+def _check_eps(eps) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(f"eps must be a float, got {type(eps).__name__}")
+    if not eps > 0:
+        raise ValueError(f"eps={eps} must be positive")
+    return float(eps)
+
+
+def _check_input(x, d_model: int) -> None:
+    """A floating-point tensor (..., d_model)."""
+    check_tensor(x, "x", floating=True)
+    if x.dim() == 0 or x.shape[-1] != d_model:
+        raise ValueError(f"x has {x.shape[-1] if x.dim() else 0} features, expected d_model={d_model}")
+
+
+def _check_torch_norm(m) -> None:
+    if not isinstance(m, nn.LayerNorm):
+        raise TypeError(f"m must be a torch.nn.LayerNorm, got {type(m).__name__}")
+    if len(m.normalized_shape) != 1:
+        raise ValueError(f"m normalises over {tuple(m.normalized_shape)}; only one dimension is supported")
+    if m.weight is None:
+        raise ValueError("m has elementwise_affine=False; this LayerNorm always has a gain")

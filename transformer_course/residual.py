@@ -14,20 +14,20 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ._validate import check_probability
+from ._validate import check_bool, check_probability
 from .norm import LayerNorm
 
 
 class SublayerConnection(nn.Module):
     """A residual connection with dropout and a LayerNorm, wrapped around any sub-layer (B, T, D) -> (B, T, D)."""
 
-    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5):
+    def __init__(
+        self, d_model: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5, bias: bool = True
+    ):
         super().__init__()
-        if not isinstance(norm_first, bool):
-            raise TypeError(f"norm_first must be a bool, got {type(norm_first).__name__}")
-        self.norm = LayerNorm(d_model, eps=eps)
+        self.norm = LayerNorm(d_model, eps=eps, bias=bias)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
-        self.norm_first = norm_first
+        self.norm_first = check_bool(norm_first, "norm_first")
 
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         if self.norm_first:

@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 
 from . import checkpoint, data, datasets, decoding, distributed, model, training
+from ._modes import evaluating
+from ._validate import check_positive_int
 from .attention import scaled_dot_product_attention
 from .efficient import keep_attention_weights
 from .multihead import MultiHeadAttention
@@ -133,11 +135,11 @@ def segment(text: str, vocab: data.Vocab) -> list[str]:
         raise TypeError(f"sentence must be a str, got {type(text).__name__}")
     if not text.strip():
         raise ValueError("sentence is empty: give a Chinese sentence such as '咖哥 不 喜欢 他们'")
-    known = set(vocab.itos) - {data.PAD, data.SOS, data.EOS}
+    known = set(vocab.itos) - {data.PAD, data.SOS, data.EOS}  # the special tokens are not words
     longest = max(len(w) for w in known)
     words, unknown = [], []
     for piece in text.split():
-        if piece in vocab.stoi:
+        if piece in known:
             words.append(piece)
             continue
         i, pending = 0, ""
@@ -157,6 +159,33 @@ def segment(text: str, vocab: data.Vocab) -> list[str]:
     if unknown:
         raise UnknownWordsError(unknown)
     return words
+
+
+def _translator(net, vocabs) -> tuple[data.Vocab, data.Vocab]:
+    """The (src_vocab, tgt_vocab) of `vocabs`, checked against the model `net` that will use them."""
+    if not isinstance(net, model.Transformer):
+        raise TypeError(f"net must be a transformer_course.Transformer, got {type(net).__name__}")
+    src_vocab, tgt_vocab = _vocabs(vocabs)
+    checkpoint.check_vocabularies(net.config, src_vocab, tgt_vocab)
+    return src_vocab, tgt_vocab
+
+
+def _source_rows(sentences, src_vocab: data.Vocab, longest: int) -> list[list[int]]:
+    """The source ids of each sentence (segmented by `segment`), or a ValueError naming the sentence's index."""
+    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
+        raise TypeError(f"sentences must be a list of str, got {type(sentences).__name__}")
+    rows = []
+    for i, sentence in enumerate(sentences):
+        try:
+            words = segment(sentence, src_vocab)
+        except TypeError as e:
+            raise TypeError(f"sentences[{i}]: {e}") from None
+        except ValueError as e:  # an empty sentence, unknown words
+            raise ValueError(f"sentences[{i}]={sentence!r}: {e}") from None
+        if len(words) > longest:
+            raise ValueError(f"sentences[{i}] has {len(words)} words; this model reads at most max_len={longest}")
+        rows.append([src_vocab[word] for word in words])
+    return rows
 
 
 def build_model(corpus: data.ParallelCorpus, config: TranslatorConfig) -> model.Transformer:
@@ -184,27 +213,29 @@ def one_pass_decode(net: model.Transformer, src: torch.Tensor, length: int, bos_
     <sos> and the source: each guesses a word without the words before it, and all guess the first
     one ("NLP NLP NLP NLP NLP"). `greedy_decode` feeds each prediction back in instead.
     """
-    was_training = net.training
-    net.eval()
-    try:
-        with torch.no_grad():
-            tgt_in = torch.full((src.shape[0], length), net.pad_id, dtype=torch.long, device=src.device)
-            tgt_in[:, 0] = bos_id
-            return net(src, tgt_in).argmax(dim=-1)
-    finally:
-        net.train(was_training)
+    with evaluating(net):
+        tgt_in = torch.full((src.shape[0], length), net.pad_id, dtype=torch.long, device=src.device)
+        tgt_in[:, 0] = bos_id
+        return net(src, tgt_in).argmax(dim=-1)
 
 
 def translate_batch(net: model.Transformer, vocabs, sentences: Sequence[str], batch_size: int = 512) -> list[str]:
-    """Greedy translations of `sentences` (words separated by spaces), decoded `batch_size` at a time."""
-    src_vocab, tgt_vocab = _vocabs(vocabs)
+    """Greedy translations of `sentences`, decoded `batch_size` at a time.
+
+    Each sentence is segmented as in `translate_sentence`; an empty sentence or an unknown word raises a
+    ValueError that names the sentence's index.
+    """
+    src_vocab, tgt_vocab = _translator(net, vocabs)
+    rows = _source_rows(sentences, src_vocab, net.config.max_len)
+    check_positive_int(batch_size, "batch_size")
     device = next(net.parameters()).device
+    budget = [min(default_max_len(len(row)), net.config.max_len) for row in rows]
     out = []
-    for i in range(0, len(sentences), batch_size):
-        chunk = sentences[i : i + batch_size]
-        src = data.pad_rows([src_vocab.encode(s) for s in chunk], src_vocab.pad_id).to(device)
-        ys = decoding.greedy_decode(net, src, default_max_len(src.shape[1]), tgt_vocab.sos_id, tgt_vocab.eos_id)
-        out += [" ".join(tgt_vocab.decode(row)) for row in ys.tolist()]
+    for i in range(0, len(rows), batch_size):
+        src = data.pad_rows(rows[i : i + batch_size], src_vocab.pad_id).to(device)
+        ys = decoding.greedy_decode(net, src, max(budget[i : i + batch_size]), tgt_vocab.sos_id, tgt_vocab.eos_id)
+        # Each sentence gets its own budget, as in translate_sentence, whatever else shares its batch.
+        out += [" ".join(tgt_vocab.decode(row[:n])) for row, n in zip(ys.tolist(), budget[i : i + batch_size])]
     return out
 
 
@@ -221,6 +252,9 @@ def evaluate(net: model.Transformer, vocabs, pairs: Sequence[tuple[str, str]]) -
 
     if not pairs:
         raise ValueError("pairs is empty: nothing to evaluate")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+            raise ValueError(f"pairs[{i}]={pair!r} must be a (source, reference) pair of strings")
     references = [t for _, t in pairs]
     hypotheses = translate_batch(net, vocabs, [s for s, _ in pairs])
     bleu = sacrebleu.corpus_bleu(hypotheses, [references]).score
@@ -286,7 +320,7 @@ def translate_sentence(net: model.Transformer, vocabs, sentence: str, beam_size:
     Words may be separated by spaces or not ("咖哥不喜欢他们" is segmented by longest match).
     Unknown words raise an UnknownWordsError (a ValueError) that names them.
     """
-    src_vocab, tgt_vocab = _vocabs(vocabs)
+    src_vocab, tgt_vocab = _translator(net, vocabs)
     words = segment(sentence, src_vocab)
     longest = net.config.max_len
     if len(words) > longest:
@@ -429,6 +463,8 @@ def _load(path: Path) -> checkpoint.Checkpoint:
         return checkpoint.load_checkpoint(path)
     except ValueError as e:
         raise CLIError(f"{e}; run `{CLI} train` to make a new one") from None
+    except OSError as e:  # unreadable: permissions, a device error, ...
+        raise CLIError(f"cannot read the checkpoint {path}: {e.strerror or e}") from None
 
 
 def _check_checkpoint_path(path: Path) -> None:
