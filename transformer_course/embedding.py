@@ -36,8 +36,9 @@ def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
 class TokenEmbedding(nn.Module):
     """Token ids (B, T) -> vectors (B, T, d_model), multiplied by √d_model as in the paper §3.4.
 
-    The scale matters with tied weights: the shared matrix is initialised for the output
-    projection, so its rows are small next to the positional encoding without it.
+    The paper gives neither a reason for the factor nor an initialisation; with the package's
+    Xavier-initialised (possibly tied) matrix, the factor brings the token vectors to the size of
+    the positional encodings (chapter 8).
     """
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = None):
