@@ -8,8 +8,11 @@ or remote requests, no console error or page error at all (no allow-list), types
 exercises with their solutions, and widgets drawn from their saved state. Screenshots land in
 _build/screenshots/ for a person to look at.
 
-Without Chromium or Playwright the browser tests skip with the reason, except in CI (CI=true),
-where that is a failure: scripts/test.sh installs Chromium when it runs as root.
+Last, the README's PDF step prints that build into one PDF, and poppler-utils read it back: every page
+of the table of contents in order, every title, the Chinese terms in a CJK font, no raw TeX, the figures.
+
+Without Chromium, Playwright or poppler-utils these tests skip with the reason, except in CI (CI=true),
+where that is a failure: scripts/test.sh installs them when it runs as root.
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
+from pypdf import PdfReader
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -169,7 +175,8 @@ class PageVisit:
             return {
                 math: document.querySelectorAll('.math').length,
                 typeset: document.querySelectorAll('.math mjx-container, mjx-container.MathJax').length,
-                rawTex: ['$$', '\\\\[', '\\\\(', '\\\\begin{'].filter(s => clone.textContent.includes(s)),
+                rawTex: ['$$', '\\\\[', '\\\\(', '\\\\begin{', '\\\\sqrt', '\\\\frac', '\\\\top', '\\\\text{']
+                    .filter(s => clone.textContent.includes(s)),
                 brokenImages: [...document.images].filter(i => !i.complete || i.naturalWidth === 0)
                     .map(i => i.src.slice(0, 100)),
                 exercises: document.querySelectorAll('.exercise').length,
@@ -247,3 +254,104 @@ def test_chapter_1_widget_and_screenshots(browser, server):
         assert visit.check() == []
     finally:
         page.close()
+
+
+# The book as one PDF: the README's PDF step (scripts/build_pdf.py) on this module's build, then read back
+# with poppler-utils (pdfinfo, pdftotext, pdffonts, pdfimages).
+POPPLER = ("pdfinfo", "pdftotext", "pdffonts", "pdfimages")
+CJK = re.compile(r"[\u3400-\u9fff]+")
+CJK_FONT = re.compile(r"WenQuanYi|WQY|Noto\w*CJK|Source\s?Han|Droid\w*Fallback|AR\w*PL", re.IGNORECASE)
+RAW_TEX = ("$$", "\\frac", "\\begin{", "\\mathrm", "\\sqrt", "\\left", "\\top", "\\text{", "\\cdot")
+
+
+def poppler(tool: str, *args: str) -> str:
+    return subprocess.run([tool, *args], capture_output=True, text=True, check=True, timeout=300).stdout
+
+
+def document_title(page: str) -> str:
+    """The H1 of a page of the book, from its source, as the reader sees it (no MyST markup)."""
+    path = ROOT / f"{page}.ipynb" if (ROOT / f"{page}.ipynb").is_file() else ROOT / f"{page}.md"
+    sources = (
+        [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
+        if path.suffix == ".ipynb"
+        else [path.read_text()]
+    )
+    line = next(line for source in sources for line in source.splitlines() if line.startswith("# "))
+    return line[2:].replace("`", "").strip()
+
+
+def squeeze(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def pdf(build, tmp_path_factory) -> Path:
+    if build[0] != 0:
+        pytest.fail("the book did not build: see test_book_builds_without_warnings")
+    missing = [tool for tool in POPPLER if shutil.which(tool) is None]
+    if missing:
+        missing_dependency(f"{', '.join(missing)} not installed (Debian: apt-get install poppler-utils)")
+    if not (os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")):
+        missing_dependency("Chromium is not installed (Debian: apt-get install chromium fonts-wqy-microhei)")
+    out = tmp_path_factory.mktemp("pdf") / "transformer-course.pdf"
+    result = subprocess.run(
+        [sys.executable, "scripts/build_pdf.py", "--html", str(build[2]), "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (build[2] / out.name).is_file(), "the site has no copy of the PDF for the intro and setup pages' link"
+    return out
+
+
+@pytest.fixture(scope="module")
+def pdf_text(pdf) -> str:
+    return poppler("pdftotext", "-enc", "UTF-8", str(pdf), "-")
+
+
+def test_pdf_has_every_page_of_the_book_in_order(pdf):
+    info = dict(line.split(":", 1) for line in poppler("pdfinfo", str(pdf)).splitlines() if ":" in line)
+    pages = toc_pages()
+    assert int(info["Pages"]) >= len(pages), info["Pages"]
+    outline = [item.title for item in PdfReader(pdf).outline]
+    assert [squeeze(t) for t in outline] == [squeeze(document_title(p)) for p in pages]
+
+
+def test_pdf_has_every_chapter_title(pdf_text):
+    text = squeeze(pdf_text)
+    missing = [document_title(page) for page in toc_pages() if squeeze(document_title(page)) not in text]
+    assert not missing, missing
+
+
+def test_pdf_has_the_chinese_terms_in_a_cjk_font(pdf, pdf_text):
+    fonts = poppler("pdffonts", str(pdf))
+    assert CJK_FONT.search(fonts), f"no CJK font embedded:\n{fonts[:3000]}"
+    # pdftotext breaks a line inside a Chinese word where the page did: join such lines again.
+    text = re.sub(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])", "", pdf_text)
+    terms = set(CJK.findall((ROOT / "book" / "intro.md").read_text()))
+    assert terms and not [term for term in terms if term not in text], sorted(terms - set(CJK.findall(text)))
+    # The glossary is a table, which pdftotext reads across its columns: every character of it, then.
+    characters = set("".join(CJK.findall((ROOT / "book" / "glossary.md").read_text())))
+    assert characters and characters <= set(text), sorted(characters - set(text))
+
+
+def test_pdf_has_no_raw_tex(pdf_text):
+    assert not [tex for tex in RAW_TEX if tex in pdf_text], [tex for tex in RAW_TEX if tex in pdf_text]
+
+
+def test_pdf_embeds_the_figures(pdf):
+    """At least one image for every figure the notebooks show (a picture widget prints its selected one)."""
+    rows = poppler("pdfimages", "-list", str(pdf)).splitlines()[2:]
+    images = [row for row in rows if row.split()[2] == "image"]
+    figures = 0
+    for page in toc_pages():
+        path = ROOT / f"{page}.ipynb"
+        if path.is_file():
+            for cell in nbformat.read(path, as_version=4).cells:
+                tags = cell.metadata.get("tags", [])
+                if cell.cell_type == "code" and not {"remove-output", "remove-cell"} & set(tags):
+                    figures += sum("image/png" in out.get("data", {}) for out in cell.outputs)
+    assert figures > 20
+    assert len(images) >= figures, f"{len(images)} images in the PDF for {figures} figures"

@@ -11,6 +11,7 @@ The book displays the package's code this way, so the text and the package canno
 
 from __future__ import annotations
 
+import html
 import inspect
 import textwrap
 from collections.abc import Sequence
@@ -18,10 +19,17 @@ from typing import Any
 
 
 class SourceCode:
-    """Displays as a highlighted Python block in Jupyter and in the book; as plain text elsewhere."""
+    """Displays as a highlighted Python block in Jupyter and in the book; as plain text elsewhere.
 
-    def __init__(self, source: str):
+    Folded (the reference solutions of the exercises), it also has an HTML form, the code inside a closed
+    <details>: Jupyter and Colab prefer HTML, so a learner who runs every cell still sees the solution only
+    by clicking it open, while the book (_config.yml prefers Markdown) shows it highlighted in the
+    exercise's solution dropdown.
+    """
+
+    def __init__(self, source: str, folded: bool = False):
         self.source = source
+        self.folded = folded
 
     def __repr__(self) -> str:
         return self.source
@@ -29,14 +37,27 @@ class SourceCode:
     def _repr_markdown_(self) -> str:
         return f"```python\n{self.source}\n```"
 
+    def _repr_html_(self) -> str | None:
+        if not self.folded:
+            return None  # no HTML form: Jupyter shows the Markdown
+        return (
+            "<details><summary>The reference solution (click to show it)</summary>"
+            f"<pre><code>{html.escape(self.source)}</code></pre></details>"
+        )
+
 
 def show_source(obj: Any) -> SourceCode:
-    """The real source of a function, class or method, to display in a notebook cell."""
+    """The real source of a function, class or method, to display in a notebook cell.
+
+    The code of transformer_course.exercises (the exercises' reference solutions) comes folded.
+    """
     try:
         source = inspect.getsource(obj)
     except (TypeError, OSError) as error:
         raise TypeError(f"obj must be a function, class or method defined in a file, got {obj!r}") from error
-    return SourceCode(textwrap.dedent(source).rstrip())
+    module = getattr(inspect.getmodule(obj), "__name__", "")
+    folded = module == "transformer_course.exercises" or module.startswith("transformer_course.exercises.")
+    return SourceCode(textwrap.dedent(source).rstrip(), folded=folded)
 
 
 def stack(children: Sequence[Any], selected_index: int = 0, titles: Sequence[str] | None = None):
