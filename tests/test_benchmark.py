@@ -8,6 +8,7 @@ import torch
 
 import transformer_course as tc
 from transformer_course import benchmark
+from transformer_course.benchmark._decoding import _forbid_token
 
 ON_LINUX = sys.platform.startswith("linux")
 
@@ -106,7 +107,7 @@ def test_forbidding_a_token_makes_decoding_run_to_max_len():
     torch.manual_seed(0)
     model = tc.Transformer(6, 6, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0)
     src = torch.tensor([[3, 4, 5]])
-    handle = benchmark._forbid_token(model, 2)
+    handle = _forbid_token(model, 2)
     try:
         out = tc.greedy_decode(model, src, 30, 1, 2)
     finally:
@@ -183,6 +184,31 @@ def test_main_prints_the_environment_and_a_table(capsys):
     assert "Peak memory of attention" in out and "total:" in out
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        ([], "1", "torch threads: 1 (from OMP_NUM_THREADS)"),  # the reader's limit is honoured, not overridden
+        (["--threads", "1"], "2", "torch threads: 1 (from --threads)"),  # the option wins over the variable
+    ],
+)
+def test_main_honours_the_readers_threads(capsys, monkeypatch, argv, env, expected):
+    monkeypatch.setenv("OMP_NUM_THREADS", env)
+    threads = torch.get_num_threads()
+    try:
+        assert benchmark.main(["--quick", "--only", "memory", *argv]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert expected in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["zero", "0", "-2"])
+def test_a_bad_thread_count_is_a_usage_error(capsys, monkeypatch, value):
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with pytest.raises(SystemExit):
+        benchmark.main(["--quick", "--only", "memory"])
+    assert "OMP_NUM_THREADS" in capsys.readouterr().err
+
+
 def test_main_rejects_an_unknown_section(capsys):
     with pytest.raises(SystemExit):
         benchmark.main(["--only", "everything"])
@@ -245,8 +271,7 @@ def test_main_saves_figures(tmp_path, capsys):
 def test_self_attention_with_stacked_projections_equals_three_projections(need_weights):
     # m(x, x, x) takes the one-matrix-product path for Q, K and V; distinct tensors take three products.
     torch.manual_seed(0)
-    m = tc.MultiHeadAttention(16, 4)
-    m.need_weights = need_weights
+    m = tc.keep_attention_weights(tc.MultiHeadAttention(16, 4), need_weights)
     x = torch.randn(2, 5, 16, requires_grad=True)
     x_copy = x.detach().clone().requires_grad_()
     stacked = m(x, x, x)

@@ -13,7 +13,7 @@ from transformer_course import checkpoint
 @pytest.fixture
 def trained(tmp_path):
     torch.manual_seed(0)
-    corpus = tc.ParallelCorpus(tc.SEED_PAIRS, shared_vocab=True)
+    corpus = tc.ParallelCorpus(tc.POST1_PAIRS, shared_vocab=True)
     model = tc.Transformer(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2, n_layers=1,
                            d_ff=32, share_embeddings=True, norm_first=True).eval()  # fmt: skip
     return model, corpus

@@ -3,7 +3,7 @@
 import pytest
 
 from transformer_course import datasets as ds
-from transformer_course.data import SEED_PAIRS
+from transformer_course.data import POST1_PAIRS
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ GOLDEN = [
     ("我们 喜欢 他", "we like him"),  # no -s with a plural subject
     ("我 喜欢 她们", "I like them"),
     ("小冰 喜欢 我们", "XiaoBing likes us"),
-    ("咖哥 喜欢 小冰", "KaGe likes XiaoBing"),  # seed 001's first pair
+    ("咖哥 喜欢 小冰", "KaGe likes XiaoBing"),  # post 1's first pair
     ("他们 想念 咖哥", "they miss KaGe"),
     ("她 想念 你", "she misses you"),  # -es, not -s
     ("我们 不 认识 他", "we do not know him"),  # do-support
@@ -49,11 +49,11 @@ def test_golden_sentences_are_in_the_corpus(dataset, src, tgt):
 
 
 def test_the_corpus_extends_the_seed_vocabulary():
-    seed_words = {w for src, _ in SEED_PAIRS for w in src.split()}
+    seed_words = {w for src, _ in POST1_PAIRS for w in src.split()}
     grammar_words = set(ds.PERSONS) | set(ds.VERBS)
     assert {"咖哥", "小冰", "我", "喜欢", "非常"} <= seed_words | grammar_words
     assert {"咖哥", "小冰", "我", "喜欢"} <= grammar_words
-    assert ds.reference_translation(SEED_PAIRS[0][0]) == SEED_PAIRS[0][1]
+    assert ds.reference_translation(POST1_PAIRS[0][0]) == POST1_PAIRS[0][1]
 
 
 def test_sizes(dataset):

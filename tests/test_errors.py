@@ -28,7 +28,7 @@ CASES = [
      ValueError, r"mask has shape \(3, 4\), expected a shape broadcastable to \(\.\.\., 4, 4\)"),
     ("mask float dtype", lambda: tc.scaled_dot_product_attention(q4, q4, q4, torch.ones(4, 4)), TypeError,
      r"mask must have dtype torch.bool \(True = may attend\), got torch.float32"),
-    ("mask uint8 like seed 001", lambda: tc.MultiHeadAttention(16, 2)(x3, x3, x3, torch.ones(4, 4).byte()),
+    ("mask uint8 like post 1", lambda: tc.MultiHeadAttention(16, 2)(x3, x3, x3, torch.ones(4, 4).byte()),
      TypeError, r"mask must have dtype torch.bool.*torch.uint8"),
     ("ambiguous 3-D mask", lambda: tc.MultiHeadAttention(16, 2)(x3, x3, x3, torch.ones(2, 4, 4, dtype=torch.bool)),
      ValueError, r"mask has shape \(2, 4, 4\); expected \(T_q, T_k\) or"),

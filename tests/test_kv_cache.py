@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import transformer_course as tc
-from transformer_course.decoder import KVCache
+from transformer_course.efficient import KVCache, LayerCache, decode_cached
 
 VOCAB, BOS, EOS, PAD = 20, 1, 2, 0
 SEEDS = [0, 1, 2]
@@ -99,27 +99,28 @@ def test_cached_logits_equal_full_decode_past_the_buffer_growth(norm_first):
     with torch.no_grad():
         memory = model.encode(src)
         full = model.decode(tgt, memory, src)
-        cache = model.new_cache()
+        cache = KVCache(len(model.decoder.layers))
         # A 5-token prompt in one call, then one token per call.
-        steps = [model.decode(tgt[:, :5], memory, src, cache)]
-        steps += [model.decode(tgt[:, : t + 1], memory, src, cache) for t in range(5, tgt.shape[1])]
+        steps = [decode_cached(model, tgt[:, :5], memory, src, cache)]
+        steps += [decode_cached(model, tgt[:, : t + 1], memory, src, cache) for t in range(5, tgt.shape[1])]
     assert cache.length == tgt.shape[1]
+    assert all(layer.length == tgt.shape[1] for layer in cache.layers)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
-    k, v = cache.layers[0]["self"]
-    assert k.shape == v.shape == (3, 4, 40, 8)
+    assert cache.layers[0].keys.shape == cache.layers[0].values.shape == (3, 4, 40, 8)
 
 
 def test_append_keeps_earlier_positions_when_the_buffer_grows():
-    layer: dict = {}
+    layer = LayerCache()
     chunks = [torch.randn(2, 3, t, 4) for t in (5, 12, 1, 30)]
     for i, chunk in enumerate(chunks):
-        k, v = KVCache.append(layer, chunk, -chunk)
+        k, v = layer.append(chunk, -chunk)
         expected = torch.cat(chunks[: i + 1], dim=2)
         assert torch.equal(k, expected)
         assert torch.equal(v, -expected)
+        assert layer.length == expected.shape[2]
 
 
-def test_reorder_follows_the_selected_rows():
+def test_select_follows_the_selected_rows():
     model = make_model(0, False)
     src = make_src(0, 3)
     tgt = torch.randint(3, VOCAB, (3, 6), generator=torch.Generator().manual_seed(3))
@@ -127,15 +128,15 @@ def test_reorder_follows_the_selected_rows():
     index = torch.tensor([2, 0, 0, 1])
     with torch.no_grad():
         memory = model.encode(src)
-        cache = model.new_cache()
-        model.decode(tgt[:, :5], memory, src, cache)
-        before = [tuple(x.clone() for x in layer["self"]) for layer in cache.layers]
-        cache.reorder(index)
+        cache = KVCache(len(model.decoder.layers))
+        decode_cached(model, tgt[:, :5], memory, src, cache)
+        before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+        cache.select(index)
         for (k, v), layer in zip(before, cache.layers):
-            assert torch.equal(layer["self"][0], k[index])
-            assert torch.equal(layer["self"][1], v[index])
+            assert torch.equal(layer.keys, k[index])
+            assert torch.equal(layer.values, v[index])
         # Decoding on from the reordered cache equals decoding the reordered batch from scratch.
-        step = model.decode(tgt[index], memory[index], src[index], cache)
+        step = decode_cached(model, tgt[index], memory[index], src[index], cache)
         full = model.decode(tgt[index], memory[index], src[index])
     torch.testing.assert_close(step, full[:, 5:], atol=1e-5, rtol=0)
 
@@ -145,14 +146,14 @@ def test_decode_refuses_a_cache_that_already_holds_every_position():
     src, tgt = make_src(0, 1), torch.tensor([[BOS, 5, 6]])
     with torch.no_grad():
         memory = model.encode(src)
-        cache = model.new_cache()
-        model.decode(tgt, memory, src, cache)
+        cache = KVCache(len(model.decoder.layers))
+        decode_cached(model, tgt, memory, src, cache)
         with pytest.raises(ValueError, match="already in the cache"):
-            model.decode(tgt, memory, src, cache)
+            decode_cached(model, tgt, memory, src, cache)
 
 
 def test_a_cache_for_another_depth_is_refused():
     model = make_model(0, False, n_layers=2)
     src, tgt = make_src(0, 1), torch.tensor([[BOS]])
     with pytest.raises(ValueError, match="cache has 3 layers"):
-        model.decode(tgt, model.encode(src), src, KVCache(3))
+        decode_cached(model, tgt, model.encode(src), src, KVCache(3))

@@ -78,7 +78,7 @@ def test_multihead_equals_torch_self_attention(batch_first, masking, need_weight
     kpm = key_padding([5, 3, 4], T) if masking in ("key_padding", "both") else None
     expected, expected_weights = _run_torch_mha(m, x, x, x, attn_mask, kpm, batch_first)
     mask = tc.combine_masks(None if attn_mask is None else ~attn_mask, None if kpm is None else ~kpm[:, None, None, :])
-    got = ours(x, x, x, mask, need_weights=need_weights)
+    got = tc.keep_attention_weights(ours, need_weights)(x, x, x, mask)
     torch.testing.assert_close(got, expected, atol=ATOL, rtol=0)
     if need_weights:
         torch.testing.assert_close(ours.attn_weights, expected_weights, atol=ATOL, rtol=0)
@@ -104,10 +104,10 @@ def test_multihead_without_bias_equals_torch():
 
 def test_multihead_gradients_match_torch():
     m = nn.MultiheadAttention(D, H, batch_first=True)
-    ours = tc.MultiHeadAttention.from_torch(m)
+    ours = tc.keep_attention_weights(tc.MultiHeadAttention.from_torch(m), False)
     x = torch.randn(B, T, D)
     m(x, x, x, need_weights=False)[0].square().sum().backward()
-    ours(x, x, x, need_weights=False).square().sum().backward()
+    ours(x, x, x).square().sum().backward()
     torch.testing.assert_close(ours.w_q.weight.grad, m.in_proj_weight.grad[:D], atol=1e-4, rtol=0)
     torch.testing.assert_close(ours.w_o.weight.grad, m.out_proj.weight.grad, atol=1e-4, rtol=0)
 

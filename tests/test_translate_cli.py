@@ -170,7 +170,8 @@ def test_train_translator_behind_the_train_command():
     assert all(0.0 <= score <= 1.0 for _, score in history.evals)
     assert history.lrs == pytest.approx([tc.noam_lr(i, config.d_model, config.warmup) for i in range(1, 21)])
     assert history.losses[-1] < history.losses[0]
-    assert all(m.need_weights for m in result.model.modules() if isinstance(m, tc.MultiHeadAttention))
+    attention = [m for m in result.model.modules() if isinstance(m, tc.MultiHeadAttention)]
+    assert all(m.attention is tc.scaled_dot_product_attention for m in attention)
     assert len(result.corpus) == len(result.dataset.train)
     with pytest.raises(ValueError, match="eval_split"):
         translate.train_translator(eval_split="train", steps=1, progress=False)

@@ -9,6 +9,7 @@ from torch import nn
 
 import transformer_course as tc
 from transformer_course import masks
+from transformer_course.efficient import decode_cached
 
 # --- mlp -------------------------------------------------------------------------------------------------
 
@@ -29,7 +30,7 @@ def test_mlp_shapes_and_activation_placement():
 
 
 def test_seed_002_worked_example():
-    """Seed 002's X, W^Q, W^K, W^V: Q, K, V and the scaled scores it prints (its QKᵀ product is right)."""
+    """Post 2's X, W^Q, W^K, W^V: Q, K, V and the scaled scores it prints (its QKᵀ product is right)."""
     x = torch.tensor([[1.0, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]])
     w_q = torch.tensor([[1.0, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]])
     w_k = torch.tensor([[0.0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]])
@@ -45,7 +46,7 @@ def test_seed_002_worked_example():
 
 
 def test_apple_banana_chair_lookup():
-    """Seed 000's soft dictionary: weights 0.6, 0.4, 0 over values 10, 5, 2 give 8."""
+    """Post 0's soft dictionary: weights 0.6, 0.4, 0 over values 10, 5, 2 give 8."""
     values = torch.tensor([[10.0], [5.0], [2.0]])
     weights = torch.tensor([[0.6, 0.4, 0.0]])
     assert (weights @ values).item() == pytest.approx(8.0)
@@ -88,8 +89,8 @@ def test_causal_and_padding_masks():
 
 
 def test_mask_conventions_convert_to_true_means_attend():
-    hide = torch.tensor([[0, 1], [0, 0]], dtype=torch.uint8)  # seed 001: 1 = hide
-    keep = torch.tensor([[1, 0], [1, 1]])  # seed 003: 0 = hide
+    hide = torch.tensor([[0, 1], [0, 0]], dtype=torch.uint8)  # post 1: 1 = hide
+    keep = torch.tensor([[1, 0], [1, 1]])  # post 3: 0 = hide
     expected = [[True, False], [True, True]]
     assert tc.from_hide_mask(hide).tolist() == expected
     assert tc.from_keep_mask(keep).tolist() == expected
@@ -176,7 +177,7 @@ def test_sublayer_connection_order(norm_first):
 
 
 def seed_001_loop_table(n_position, d):
-    """Seed 001's get_sin_enc_table, written as its double loop (in float64)."""
+    """Post 1's get_sin_enc_table, written as its double loop (in float64)."""
     table = torch.zeros(n_position, d, dtype=torch.float64)
     for pos in range(n_position):
         for j in range(d):
@@ -230,8 +231,8 @@ def test_cached_decode_equals_full_decode():
     tgt = torch.tensor([[1, 4, 5, 6, 7], [1, 8, 9, 3, 2]])
     memory = model.encode(src)
     full = model.decode(tgt, memory, src)
-    cache = model.new_cache()
-    steps = [model.decode(tgt[:, : t + 1], memory, src, cache) for t in range(tgt.shape[1])]
+    cache = tc.KVCache(len(model.decoder.layers))
+    steps = [decode_cached(model, tgt[:, : t + 1], memory, src, cache) for t in range(tgt.shape[1])]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
 
 
@@ -300,7 +301,7 @@ def test_set_seed_makes_runs_repeat():
 
 def test_corpus_ids_match_seed_001():
     """The seed prints 自然语言处理 很 强大 as [11, 12, 13] and its target as [14, 15, 16, 2]."""
-    corpus = tc.ParallelCorpus(tc.SEED_PAIRS)
+    corpus = tc.ParallelCorpus(tc.POST1_PAIRS)
     assert corpus.src_vocab.encode("自然语言处理 很 强大") == [11, 12, 13]
     assert corpus.tgt_vocab.encode("NLP is powerful", add_eos=True) == [14, 15, 16, 2]
     batch = corpus.batch([3])
@@ -309,7 +310,7 @@ def test_corpus_ids_match_seed_001():
 
 
 def test_batches_are_padded_shifted_and_reshuffled():
-    corpus = tc.ParallelCorpus(tc.SEED_PAIRS)
+    corpus = tc.ParallelCorpus(tc.POST1_PAIRS)
     batch = corpus.batch()
     assert batch.src.shape == (5, 4) and batch.tgt_in.shape == batch.tgt_out.shape == (5, 5)
     vocab = corpus.tgt_vocab
@@ -330,5 +331,5 @@ def test_batches_are_padded_shifted_and_reshuffled():
 
 
 def test_vocab_decode_stops_at_eos():
-    vocab = tc.ParallelCorpus(tc.SEED_PAIRS).tgt_vocab
+    vocab = tc.ParallelCorpus(tc.POST1_PAIRS).tgt_vocab
     assert vocab.decode([1, 3, 4, 5, 2, 7, 0]) == ["KaGe", "likes", "XiaoBing"]

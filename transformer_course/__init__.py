@@ -3,22 +3,24 @@
     import transformer_course as tc
 
 Modules in chapter order (each imports only earlier ones): mlp, attention, masks, multihead, ffn,
-norm, residual, embedding, encoder, decoder, model, decoding, training, data, checkpoint.
+norm, residual, embedding, interop (copying PyTorch's layers), encoder, decoder, model, efficient (appendix A:
+the fused kernel and the KV cache, which decoding uses), decoding, training, data, checkpoint.
 Tensors are batch-first (B, T, D); masks are bool with True = may attend.
 """
 
-from .attention import fused_attention, scaled_dot_product_attention
+from .attention import scaled_dot_product_attention
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from .data import SEED_PAIRS, Batch, ParallelCorpus, Vocab, make_batch
-from .decoder import Decoder, DecoderLayer, KVCache
+from .data import POST1_PAIRS, Batch, ParallelCorpus, Vocab, make_batch
+from .decoder import Decoder, DecoderLayer
 from .decoding import beam_search, greedy_decode, sequence_log_prob
+from .efficient import KVCache, fused_attention, keep_attention_weights
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from .encoder import Encoder, EncoderLayer
 from .ffn import PositionwiseFeedForward
 from .masks import causal_mask, combine_masks, from_hide_mask, from_keep_mask, padding_mask
 from .mlp import MLP, collapse_linear
-from .model import Transformer, count_parameters, summary
-from .multihead import MultiHeadAttention, keep_attention_weights, merge_heads, split_heads
+from .model import Transformer, TransformerConfig, count_parameters, summary
+from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .norm import LayerNorm, RMSNorm
 from .residual import SublayerConnection
 from .training import (
@@ -45,9 +47,9 @@ __all__ = [
     "TokenEmbedding", "sinusoidal_positional_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "EncoderLayer", "Encoder",
     "DecoderLayer", "Decoder", "KVCache",
-    "Transformer", "count_parameters", "summary",
+    "Transformer", "TransformerConfig", "count_parameters", "summary",
     "greedy_decode", "beam_search", "sequence_log_prob",
     "noam_lr", "noam_scheduler", "LabelSmoothingLoss", "fit", "History", "set_seed", "get_device", "set_threads",
-    "Vocab", "ParallelCorpus", "Batch", "make_batch", "SEED_PAIRS",
+    "Vocab", "ParallelCorpus", "Batch", "make_batch", "POST1_PAIRS",
     "Checkpoint", "save_checkpoint", "load_checkpoint",
 ]  # fmt: skip

@@ -24,7 +24,7 @@ def check_mask(mask, name: str, q_len: int, k_len: int) -> torch.Tensor:
     """Return `mask` if it is a boolean tensor broadcastable to (..., q_len, k_len), else raise.
 
     Masks of other dtypes are refused rather than guessed: 0/1 masks mean "hide" in some code
-    (seed 001) and "keep" in other code (seed 003). `transformer_course.masks` has converters.
+    (post 1) and "keep" in other code (post 3). `transformer_course.masks` has converters.
     """
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of dtype torch.bool, got {type(mask).__name__}")
@@ -40,7 +40,7 @@ def check_mask(mask, name: str, q_len: int, k_len: int) -> torch.Tensor:
     return mask
 
 
-def _check_qkv(q, k, v) -> None:
+def check_qkv(q, k, v) -> None:
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_tensor(x, name, floating=True)
         if x.dim() < 2:
@@ -64,9 +64,9 @@ def scaled_dot_product_attention(
     with True = may attend. Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
     A query row that may attend to nothing gets all-zero weights and a zero output, never NaN.
     """
-    _check_qkv(q, k, v)
+    check_qkv(q, k, v)
     dropout_p = check_probability(dropout_p, "dropout_p")
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (.., T_q, d_k) @ (.., d_k, T_k) -> (.., T_q, T_k)
     if mask is not None:
         check_mask(mask, "mask", q.shape[-2], k.shape[-2])
         # The dtype's own minimum, not -1e9: -1e9 overflows float16 (its range ends at 65504).
@@ -78,25 +78,3 @@ def scaled_dot_product_attention(
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     return weights @ v, weights
-
-
-def fused_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-) -> torch.Tensor:
-    """The same result as `scaled_dot_product_attention`, computed by PyTorch's fused kernel.
-
-    It never materialises the weights, so it is faster and needs O(T) instead of O(T²) memory,
-    but it cannot return the weights. Fully masked rows give zeros, as in the teaching path.
-    """
-    _check_qkv(q, k, v)
-    if mask is not None:
-        check_mask(mask, "mask", q.shape[-2], k.shape[-2])
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    if mask is not None:
-        # Older PyTorch releases return NaN for a row with no visible key: make it 0 everywhere.
-        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return out

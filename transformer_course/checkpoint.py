@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from .data import Vocab
-from .model import Transformer
+from .model import Transformer, TransformerConfig
 
 FORMAT = "transformer_course/1"
 
@@ -41,7 +41,7 @@ def save_checkpoint(
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "format": FORMAT,
-        "config": dict(model.config),
+        "config": asdict(model.config),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "src_vocab": list(src_vocab.itos),
         "tgt_vocab": list(tgt_vocab.itos),
@@ -74,7 +74,7 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None =
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{path} is not a transformer_course checkpoint (expected format {FORMAT!r})")
     try:
-        model = Transformer(**payload["config"])
+        model = Transformer.from_config(TransformerConfig(**payload["config"]))
         model.load_state_dict(payload["state_dict"])
         src_vocab, tgt_vocab = Vocab(payload["src_vocab"]), Vocab(payload["tgt_vocab"])
     except (KeyError, TypeError, RuntimeError, ValueError) as e:

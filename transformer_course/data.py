@@ -1,4 +1,4 @@
-"""Vocabularies and batches for whitespace-tokenised parallel text (seed 001's TranslationCorpus, rebuilt).
+"""Vocabularies and batches for whitespace-tokenised parallel text (post 1's TranslationCorpus, rebuilt).
 
 A pair ("咖哥 喜欢 小冰", "KaGe likes XiaoBing") becomes three rows of ids:
 
@@ -7,7 +7,7 @@ A pair ("咖哥 喜欢 小冰", "KaGe likes XiaoBing") becomes three rows of ids
     tgt_out KaGe likes XiaoBing <eos>          what each decoder position must predict
 
 The source vocabulary starts with <pad> = 0 and the target one with <pad> = 0, <sos> = 1,
-<eos> = 2, then the words in order of first appearance: the same ids as the seed.
+<eos> = 2, then the words in order of first appearance: the same ids as post 1's code.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from ._validate import check_positive_int
 
 PAD, SOS, EOS = "<pad>", "<sos>", "<eos>"
 
-# The five sentence pairs of seed 001 (§4.1), in simplified characters; the seed's stray leading
+# The five sentence pairs of post 1 (§4.1), in simplified characters; the post's stray leading
 # space in " DL changed the world" is dropped (whitespace tokenisation ignores it anyway).
-SEED_PAIRS = [
+POST1_PAIRS = [
     ("咖哥 喜欢 小冰", "KaGe likes XiaoBing"),
     ("我 爱 学习 人工智能", "I love studying AI"),
     ("深度学习 改变 世界", "DL changed the world"),

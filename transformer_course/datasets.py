@@ -1,7 +1,7 @@
 """Chapter 12: a generated Chinese→English corpus (生成的平行语料) that needs real translation, not word lookup.
 
-Seed 001 trains on five sentence pairs; a model can memorise them without learning any grammar. This
-module grows the seed's vocabulary (咖哥, 小冰, 喜欢, ...) into a small grammar whose English side
+Post 1 trains on five sentence pairs; a model can memorise them without learning any grammar. This
+module grows post 1's vocabulary (咖哥, 小冰, 喜欢, ...) into a small grammar whose English side
 needs what a word-for-word dictionary cannot do:
 
     agreement      他 喜欢 小冰       -> he likes XiaoBing         我们 喜欢 小冰 -> we like XiaoBing
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ._validate import check_probability
 
 # Chinese word -> (English as subject, English as object, person/number key for agreement and reflexives).
-# 小冰 is the seed's female name; 咖哥 the male one.
+# 小冰 is post 1's female name; 咖哥 the male one.
 PERSONS = {
     "咖哥": ("KaGe", "KaGe", "he"),
     "小冰": ("XiaoBing", "XiaoBing", "she"),
@@ -128,7 +128,8 @@ def english(subject: str, verb: str, obj: str, form: str = "plain") -> str:
     elif form.endswith("question"):  # the auxiliary moves in front of the subject
         words = [aux, subj_en, base, obj_en, *tail, "?"]
     else:
-        verb_en = past if form == "past" else third if singular else base
+        # forms_of(verb) offers "past" only to verbs with a past tense, so `past` is set here.
+        verb_en = past if form == "past" and past else third if singular else base
         words = [subj_en, verb_en, obj_en, *tail]
     return " ".join(words)
 

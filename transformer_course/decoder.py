@@ -3,9 +3,6 @@
 The self-attention is causal: position t may look at target positions 0..t only, so training on a
 whole shifted target at once (teacher forcing) cannot leak the answer. The cross-attention takes its
 queries from the decoder and its keys and values from the encoder's output (`memory`).
-
-For generation, `KVCache` keeps each layer's keys and values of the positions already decoded, so
-each new token costs one position's work instead of the whole prefix's.
 """
 
 from __future__ import annotations
@@ -14,63 +11,18 @@ import torch
 from torch import nn
 
 from ._validate import check_positive_int
-from .encoder import copy_torch_ffn, torch_activation_name
 from .ffn import PositionwiseFeedForward
+from .interop import activation_name, copy_ffn, copy_norms
 from .multihead import MultiHeadAttention
 from .norm import LayerNorm
 from .residual import SublayerConnection
-
-
-class KVCache:
-    """Keys and values of the already decoded positions, one dict per decoder layer.
-
-    layer["self"] holds the masked self-attention's keys and values (B, H, length, d_k) so far,
-    layer["memory"] the cross-attention's projection of the encoder output (computed once).
-    `length` is the number of cached positions. `reorder(index)` follows the batch rows that beam
-    search keeps (index: LongTensor of batch rows). Meant for inference, under torch.no_grad().
-    """
-
-    def __init__(self, n_layers: int):
-        self.layers: list[dict] = [{} for _ in range(check_positive_int(n_layers, "n_layers"))]
-        self.length = 0
-
-    @staticmethod
-    def append(layer: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add new positions' keys and values (B, H, t, d_k) to one layer's dict; returns all of them so far.
-
-        They are written into buffers with spare room along the time axis, doubled when full:
-        torch.cat would copy the whole prefix at every step, work that grows with the square of
-        the generated length.
-        """
-        start = layer["self"][0].shape[2] if "self" in layer else 0
-        end = start + k.shape[2]
-        buffers = layer.get("buffers")
-        if buffers is None or end > buffers[0].shape[2]:
-            grown = tuple(x.new_empty(x.shape[0], x.shape[1], max(2 * end, 16), x.shape[3]) for x in (k, v))
-            for new, old in zip(grown, layer.get("self", ())):
-                new[:, :, :start] = old
-            buffers = layer["buffers"] = grown
-        buffers[0][:, :, start:end] = k
-        buffers[1][:, :, start:end] = v
-        layer["self"] = (buffers[0][:, :, :end], buffers[1][:, :, :end])
-        return layer["self"]
-
-    def reorder(self, index: torch.Tensor) -> None:
-        for layer in self.layers:
-            for name, (k, v) in layer.items():
-                if name != "self":  # "self" is a view of "buffers", rebuilt below
-                    layer[name] = (k.index_select(0, index), v.index_select(0, index))
-            if "self" in layer:
-                length = layer["self"][0].shape[2]
-                layer["self"] = tuple(b[:, :, :length] for b in layer["buffers"])
 
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over `memory`, feed-forward; each in a residual connection.
 
     forward(x (B, T, D), memory (B, S, D), tgt_mask (.., T, T), memory_mask (.., T, S)) -> (B, T, D);
-    masks are bool, True = may attend. With `cache` (one layer's dict of a KVCache), x holds only the
-    new positions and tgt_mask covers (new positions) × (cached + new positions).
+    masks are bool, True = may attend.
     """
 
     def __init__(
@@ -96,23 +48,10 @@ class DecoderLayer(nn.Module):
         memory: torch.Tensor,
         tgt_mask: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
-        cache: dict | None = None,
     ) -> torch.Tensor:
-        x = self.sublayers[0](x, lambda y: self._self_attention(y, tgt_mask, cache))
-        if cache is None:
-            memory_kv = None
-        elif "memory" in cache:
-            memory_kv = cache["memory"]
-        else:  # the encoder output does not change while decoding: project it once
-            memory_kv = cache["memory"] = self.cross_attn.project_kv(memory, memory)
-        x = self.sublayers[1](x, lambda y: self.cross_attn(y, memory, memory, memory_mask, kv=memory_kv))
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
+        x = self.sublayers[1](x, lambda y: self.cross_attn(y, memory, memory, memory_mask))
         return self.sublayers[2](x, self.ffn)
-
-    def _self_attention(self, y: torch.Tensor, mask: torch.Tensor | None, cache: dict | None) -> torch.Tensor:
-        if cache is None:
-            return self.self_attn(y, y, y, mask)
-        k, v = KVCache.append(cache, *self.self_attn.project_kv(y, y))
-        return self.self_attn(y, y, y, mask, kv=(k, v))
 
     @property
     def attn_weights(self) -> torch.Tensor | None:
@@ -136,15 +75,14 @@ class DecoderLayer(nn.Module):
             m.linear1.out_features,
             dropout=m.dropout.p,
             norm_first=m.norm_first,
-            activation=torch_activation_name(m),
+            activation=activation_name(m),
             eps=m.norm1.eps,
         )
         new.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype)
         new.self_attn = self_attn
         new.cross_attn = MultiHeadAttention.from_torch(m.multihead_attn)
-        copy_torch_ffn(new.ffn, m)
-        for sub, norm in zip(new.sublayers, (m.norm1, m.norm2, m.norm3)):
-            sub.norm = LayerNorm.from_torch(norm)
+        copy_ffn(new.ffn, m)
+        copy_norms(new.sublayers, (m.norm1, m.norm2, m.norm3))
         return new
 
 
@@ -166,6 +104,7 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(
             DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation) for _ in range(n_layers)
         )
+        # Pre-LN leaves the residual stream un-normalised after the last layer.
         self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
 
     def forward(
@@ -174,20 +113,17 @@ class Decoder(nn.Module):
         memory: torch.Tensor,
         tgt_mask: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
-        cache: KVCache | None = None,
     ) -> torch.Tensor:
-        if cache is not None and len(cache.layers) != len(self.layers):
-            raise ValueError(f"cache has {len(cache.layers)} layers, the decoder has {len(self.layers)}")
-        for i, layer in enumerate(self.layers):
-            x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache.layers[i])
-        if cache is not None:
-            cache.length += x.shape[1]
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, memory_mask)
         return self.norm(x)
 
     @property
-    def attn_weights(self) -> list[torch.Tensor | None]:
+    def attn_weights(self) -> list:
+        """Each layer's self-attention weights of the last forward call."""
         return [layer.attn_weights for layer in self.layers]
 
     @property
-    def cross_attn_weights(self) -> list[torch.Tensor | None]:
+    def cross_attn_weights(self) -> list:
+        """Each layer's cross-attention weights of the last forward call."""
         return [layer.cross_attn_weights for layer in self.layers]

@@ -2,11 +2,14 @@
 
 The decoder is trained to predict y_t from y_0..y_{t-1}, so at inference it must be *fed its own
 previous outputs*: start from `<sos>`, pick the next token, append it, repeat until `<eos>`.
-Feeding `<sos> <pad> <pad> ...` once and reading every position (seed 001) asks each position to
+Feeding `<sos> <pad> <pad> ...` once and reading every position (post 1) asks each position to
 guess without the words before it, which is why that model printed `NLP NLP NLP NLP NLP`.
 
-Both decoders use a `KVCache` by default; `use_cache=False` recomputes the whole prefix each step
-(same tokens, more work: see the "Making attention fast" appendix).
+A search needs one thing from the model: the logits of the next token after each prefix. A *scorer*
+gives them: `PrefixScorer` runs the decoder over the whole prefix at every step; `efficient.CachedScorer`
+(appendix A) computes the same logits from the new position alone. `run_greedy` and `run_beam` are the
+searches; `greedy_decode` and `beam_search` run them on a model (with the cached scorer unless
+`use_cache=False`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,75 @@ import functools
 import torch
 
 from ._validate import check_positive_int, check_tensor
+from .efficient import CachedScorer
 from .model import Transformer
+
+
+class PrefixScorer:
+    """Next-token logits for growing prefixes: the decoder re-reads the whole prefix at every step.
+
+    The source (B, S) is encoded once; `select(rows)` keeps the rows that beam search keeps.
+    """
+
+    def __init__(self, model: Transformer, src: torch.Tensor):
+        self.model, self.src = model, src
+        self.memory = model.encode(src)  # (B, S, D): the source does not change while decoding
+
+    def __call__(self, ys: torch.Tensor) -> torch.Tensor:
+        """ys (N, t) prefixes -> (N, V) logits of the token after each."""
+        return self.model.decode(ys, self.memory, self.src)[:, -1]  # (N, t, V) -> (N, V)
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.src, self.memory = self.src[rows], self.memory[rows]
+
+
+def run_greedy(scorer, start: torch.Tensor, max_len: int, eos_id: int, pad_id: int) -> torch.Tensor:
+    """Append the most likely next token to every row of start (B, 1) until each has produced eos_id.
+
+    A finished row is padded with pad_id while the others go on. Returns (B, <= max_len).
+    """
+    ys = start
+    finished = torch.zeros(ys.shape[0], dtype=torch.bool, device=ys.device)
+    for _ in range(max_len - 1):
+        next_token = scorer(ys).argmax(dim=-1).masked_fill(finished, pad_id)  # (B,)
+        ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
+        finished |= next_token == eos_id
+        if finished.all():
+            break
+    return ys
+
+
+def run_beam(
+    scorer, start: torch.Tensor, beam_size: int, max_len: int, eos_id: int, pad_id: int, length_penalty: float = 0.0
+) -> torch.Tensor:
+    """Keep the `beam_size` best partial sequences at each step. start (1, 1) -> tokens (1, <= max_len).
+
+    A hypothesis' score is the sum of its tokens' log-probabilities; finished hypotheses are ranked by
+    score / length**length_penalty (0: the raw sum).
+    """
+    seqs = start  # (n, t): the hypotheses kept, n <= beam_size
+    scores = torch.zeros(1, device=start.device)  # (n,) their summed log-probabilities
+    finished = torch.zeros(1, dtype=torch.bool, device=start.device)
+    for _ in range(max_len - 1):
+        log_probs = torch.log_softmax(scorer(seqs).float(), dim=-1)  # (n, V)
+        candidates = scores[:, None] + log_probs  # (n, V): every hypothesis times every next token
+        # A finished hypothesis has one continuation, padding, which keeps its score unchanged.
+        candidates[finished] = float("-inf")
+        candidates[finished, pad_id] = scores[finished]
+        flat = candidates.flatten()  # (n, V) -> (n * V,)
+        k = min(beam_size, int(torch.isfinite(flat).sum()))
+        scores, index = flat.topk(k)
+        beam, token = index // log_probs.shape[-1], index % log_probs.shape[-1]  # the row and column of each
+        seqs = torch.cat([seqs[beam], token[:, None]], dim=1)  # (k, t) -> (k, t + 1)
+        finished = finished[beam] | (token == eos_id)
+        scorer.select(beam)
+        if finished.all():
+            break
+    # Tokens after the start, up to and including the first eos (what follows it is padding).
+    is_eos = seqs[:, 1:] == eos_id
+    lengths = torch.where(is_eos.any(dim=1), is_eos.float().argmax(dim=1) + 1, seqs.shape[1] - 1)
+    best = int((scores / lengths.clamp(min=1).float() ** length_penalty).argmax())
+    return seqs[best : best + 1, : int(lengths[best]) + 1]
 
 
 def _check_decode_args(model, src, max_len, bos_id, eos_id) -> None:
@@ -24,13 +95,13 @@ def _check_decode_args(model, src, max_len, bos_id, eos_id) -> None:
         raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
     check_tensor(src, "src", ndim=2, floating=False)
     check_positive_int(max_len, "max_len")
-    vocab = model.config["tgt_vocab_size"]
+    vocab = model.config.tgt_vocab_size
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
             raise ValueError(f"{name}={value!r} must be a token id in [0, {vocab - 1}]")
 
 
-def _eval_mode(fn):
+def _inference(fn):
     """Run `fn` without gradients and with dropout off, then restore the model's mode."""
 
     @functools.wraps(fn)
@@ -46,7 +117,11 @@ def _eval_mode(fn):
     return wrapper
 
 
-@_eval_mode
+def _scorer(model: Transformer, src: torch.Tensor, use_cache: bool):
+    return CachedScorer(model, src) if use_cache else PrefixScorer(model, src)
+
+
+@_inference
 def greedy_decode(
     model: Transformer,
     src: torch.Tensor,
@@ -55,27 +130,17 @@ def greedy_decode(
     eos_id: int,
     use_cache: bool = True,
 ) -> torch.Tensor:
-    """Pick the most likely next token at each step. src (B, S) -> tokens (B, <= max_len), starting with bos_id.
+    """Greedy decoding: src (B, S) -> tokens (B, <= max_len), starting with bos_id (`run_greedy` on `model`).
 
     A row that has produced eos_id is padded with the model's pad id while the others go on;
     decoding stops when every row has finished or max_len tokens (bos included) are reached.
     """
     _check_decode_args(model, src, max_len, bos_id, eos_id)
-    memory = model.encode(src)
-    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    cache = model.new_cache() if use_cache else None
-    for _ in range(max_len - 1):
-        logits = model.decode(ys, memory, src, cache)[:, -1]
-        next_token = logits.argmax(dim=-1).masked_fill(finished, model.pad_id)
-        ys = torch.cat([ys, next_token[:, None]], dim=1)
-        finished |= next_token == eos_id
-        if finished.all():
-            break
-    return ys
+    start = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    return run_greedy(_scorer(model, src, use_cache), start, max_len, eos_id, model.pad_id)
 
 
-@_eval_mode
+@_inference
 def beam_search(
     model: Transformer,
     src: torch.Tensor,
@@ -86,45 +151,19 @@ def beam_search(
     length_penalty: float = 0.0,
     use_cache: bool = True,
 ) -> torch.Tensor:
-    """Keep the `beam_size` best partial translations at each step. src (1, S) -> tokens (1, <= max_len).
+    """Beam search: src (1, S) -> tokens (1, <= max_len), starting with bos_id (`run_beam` on `model`).
 
-    A hypothesis' score is the sum of its tokens' log-probabilities, divided by length**length_penalty
-    when ranking finished hypotheses (0 = raw sum). beam_size=1 gives exactly the greedy output.
+    beam_size=1 gives exactly the greedy output; length_penalty as in `run_beam`.
     """
     _check_decode_args(model, src, max_len, bos_id, eos_id)
     check_positive_int(beam_size, "beam_size")
     if src.shape[0] != 1:
         raise ValueError(f"beam_search decodes one sentence at a time: src must be (1, S), got {tuple(src.shape)}")
-    memory = model.encode(src)
-    seqs = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
-    scores = torch.zeros(1, device=src.device)
-    finished = torch.zeros(1, dtype=torch.bool, device=src.device)
-    cache = model.new_cache() if use_cache else None
-    for _ in range(max_len - 1):
-        n = seqs.shape[0]
-        logits = model.decode(seqs, memory.expand(n, -1, -1), src.expand(n, -1), cache)[:, -1]
-        candidates = scores[:, None] + torch.log_softmax(logits.float(), dim=-1)
-        # A finished hypothesis has one continuation, padding, which keeps its score unchanged.
-        candidates[finished] = float("-inf")
-        candidates[finished, model.pad_id] = scores[finished]
-        flat = candidates.flatten()
-        k = min(beam_size, int(torch.isfinite(flat).sum()))
-        scores, index = flat.topk(k)
-        beam, token = index // logits.shape[-1], index % logits.shape[-1]
-        seqs = torch.cat([seqs[beam], token[:, None]], dim=1)
-        finished = finished[beam] | (token == eos_id)
-        if cache is not None:
-            cache.reorder(beam)
-        if finished.all():
-            break
-    # Tokens after bos, up to and including the first eos (what follows it is padding).
-    is_eos = seqs[:, 1:] == eos_id
-    lengths = torch.where(is_eos.any(dim=1), is_eos.float().argmax(dim=1) + 1, seqs.shape[1] - 1)
-    best = int((scores / lengths.clamp(min=1).float() ** length_penalty).argmax())
-    return seqs[best : best + 1, : int(lengths[best]) + 1]
+    start = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
+    return run_beam(_scorer(model, src, use_cache), start, beam_size, max_len, eos_id, model.pad_id, length_penalty)
 
 
-@_eval_mode
+@_inference
 def sequence_log_prob(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
     """Sum of log p(y_t | y_<t, src) over the tokens of tgt (B, T) after its first (bos) token.
 

@@ -1,4 +1,4 @@
-"""A one-minute demo: train a small Transformer on seed 001's five sentence pairs and translate them.
+"""A one-minute demo: train a small Transformer on post 1's five sentence pairs and translate them.
 
 python -m transformer_course.demo
 """
@@ -12,13 +12,13 @@ import torch
 from . import data, decoding, model, training
 
 
-def train_seed_pairs(seed: int = 0, max_steps: int = 300, progress: bool = True, eval_every: int = 5):
-    """Train until greedy decoding translates all five seed pairs exactly; returns (model, corpus, history).
+def train_post1_pairs(seed: int = 0, max_steps: int = 300, progress: bool = True, eval_every: int = 5):
+    """Train until greedy decoding translates all five pairs of post 1 exactly; returns (model, corpus, history).
 
     The five pairs are checked every `eval_every` steps (1 counts the steps to success exactly).
     """
     training.set_seed(seed)
-    corpus = data.ParallelCorpus(data.SEED_PAIRS)
+    corpus = data.ParallelCorpus(data.POST1_PAIRS)
     net = model.Transformer(
         len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.0
     )
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     args = parser.parse_args(argv)
     training.set_threads()
-    net, corpus, history = train_seed_pairs(args.seed)
+    net, corpus, history = train_post1_pairs(args.seed)
     print(f"trained {model.count_parameters(net):,} parameters for {history.steps} steps in {history.seconds:.1f} s")
     batch = corpus.batch()
     out = decoding.greedy_decode(net, batch.src, 10, corpus.tgt_vocab.sos_id, corpus.tgt_vocab.eos_id)

@@ -48,7 +48,7 @@ class TokenEmbedding(nn.Module):
         self.scale = math.sqrt(d_model)
 
     @property
-    def weight(self) -> nn.Parameter:
+    def weight(self) -> torch.Tensor:
         return self.embedding.weight
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -63,6 +63,8 @@ class TokenEmbedding(nn.Module):
 
 class PositionalEncoding(nn.Module):
     """Adds the sinusoidal table to (B, T, d_model), then dropout; T may not exceed max_len."""
+
+    pe: torch.Tensor  # (max_len, d_model)
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
         super().__init__()
@@ -82,7 +84,7 @@ class PositionalEncoding(nn.Module):
         return self.pe[offset : offset + length]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """x (B, T, d_model); `offset` is the position of x's first row (used by incremental decoding)."""
+        """x (B, T, d_model); `offset` is the position of x's first row (0: x starts the sequence)."""
         check_tensor(x, "x", ndim=3, floating=True)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x has {x.shape[-1]} features, expected d_model={self.d_model}")

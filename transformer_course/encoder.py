@@ -9,33 +9,14 @@ shape (B, T, d_model), so layers stack.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ._validate import check_positive_int
 from .ffn import PositionwiseFeedForward
+from .interop import activation_name, copy_ffn, copy_norms
 from .multihead import MultiHeadAttention
 from .norm import LayerNorm
 from .residual import SublayerConnection
-
-
-def torch_activation_name(m: nn.Module) -> str:
-    """'relu' or 'gelu' for a torch.nn.Transformer{Encoder,Decoder}Layer, else a ValueError."""
-    act = m.activation
-    if act is F.relu or isinstance(act, nn.ReLU):
-        return "relu"
-    if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
-        return "gelu"
-    raise ValueError(f"{type(m).__name__} uses activation {act!r}; only relu and gelu are supported")
-
-
-def copy_torch_ffn(ffn: PositionwiseFeedForward, m: nn.Module) -> None:
-    """Copy linear1/linear2 of a torch transformer layer into `ffn`."""
-    with torch.no_grad():
-        for ours, theirs in ((ffn.w_1, m.linear1), (ffn.w_2, m.linear2)):
-            ours.weight.copy_(theirs.weight)
-            if theirs.bias is not None:
-                ours.bias.copy_(theirs.bias)
 
 
 class EncoderLayer(nn.Module):
@@ -82,14 +63,13 @@ class EncoderLayer(nn.Module):
             m.linear1.out_features,
             dropout=m.dropout.p,
             norm_first=m.norm_first,
-            activation=torch_activation_name(m),
+            activation=activation_name(m),
             eps=m.norm1.eps,
         )
         new.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype)
         new.self_attn = attn
-        copy_torch_ffn(new.ffn, m)
-        for sub, norm in zip(new.sublayers, (m.norm1, m.norm2)):
-            sub.norm = LayerNorm.from_torch(norm)
+        copy_ffn(new.ffn, m)
+        copy_norms(new.sublayers, (m.norm1, m.norm2))
         return new
 
 
@@ -123,5 +103,6 @@ class Encoder(nn.Module):
         return self.norm(x)
 
     @property
-    def attn_weights(self) -> list[torch.Tensor | None]:
+    def attn_weights(self) -> list:
+        """Each layer's self-attention weights of the last forward call."""
         return [layer.attn_weights for layer in self.layers]

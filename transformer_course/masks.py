@@ -3,8 +3,8 @@
 The package's convention is PyTorch's (`F.scaled_dot_product_attention`): True = may attend.
 Two other conventions appear in the wild and in this course's sources:
 
-* "1 = hide" (seed 001: `masked_fill_(attn_mask, -1e9)` with 1 at padding / future positions);
-* "0 = hide", i.e. 1 = keep (seed 003: `masked_fill(attn_mask == 0, -1e9)`).
+* "1 = hide" (post 1: `masked_fill_(attn_mask, -1e9)` with 1 at padding / future positions);
+* "0 = hide", i.e. 1 = keep (post 3: `masked_fill(attn_mask == 0, -1e9)`).
 
 `from_hide_mask` and `from_keep_mask` turn either into the package's convention.
 """
@@ -58,23 +58,23 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
 
 def decoder_self_mask(tgt: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """(B, 1, T, T) bool for the decoder's self-attention: causal AND not padding."""
-    return combine_masks(padding_mask(tgt, pad_id), causal_mask(tgt.shape[1], device=tgt.device))
+    return padding_mask(tgt, pad_id) & causal_mask(tgt.shape[1], device=tgt.device)
 
 
 def from_hide_mask(mask: torch.Tensor) -> torch.Tensor:
-    """Convert a "1 (or True) = hide" mask, as in seed 001, to the package's True = may attend."""
+    """Convert a "1 (or True) = hide" mask, as in post 1, to the package's True = may attend."""
     check_tensor(mask, "mask")
     return mask == 0
 
 
 def from_keep_mask(mask: torch.Tensor) -> torch.Tensor:
-    """Convert a "0 = hide" (1 = keep) mask, as in seed 003, to the package's True = may attend."""
+    """Convert a "0 = hide" (1 = keep) mask, as in post 3, to the package's True = may attend."""
     check_tensor(mask, "mask")
     return mask != 0
 
 
 def to_hide_mask(mask: torch.Tensor) -> torch.Tensor:
-    """Convert the package's True = may attend to a "True = hide" mask (what seed 001's code expects)."""
+    """Convert the package's True = may attend to a "True = hide" mask (what post 1's code expects)."""
     _check_bool_mask(mask)
     return ~mask
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -51,6 +51,11 @@ class MLP(nn.Module):
         if x.shape[-1] != self.sizes[0]:
             raise ValueError(f"x has {x.shape[-1]} features in its last dimension, expected {self.sizes[0]}")
         return self.layers(x)
+
+    @property
+    def linears(self) -> list[nn.Linear]:
+        """The Linear layers, first to last (the activations between them left out)."""
+        return [layer for layer in self.layers if isinstance(layer, nn.Linear)]
 
 
 def collapse_linear(layers: Sequence[nn.Linear]) -> nn.Linear:
@@ -125,7 +130,10 @@ def train_full_batch(
     loss="cross_entropy" for classification (y holds class ids), "mse" for regression (y like model(x)).
     Small 2-D problems need no mini-batches: full-batch steps are fast and reproducible.
     """
-    losses = {"cross_entropy": nn.functional.cross_entropy, "mse": nn.functional.mse_loss}
+    losses: dict[str, Callable[..., torch.Tensor]] = {
+        "cross_entropy": nn.functional.cross_entropy,
+        "mse": nn.functional.mse_loss,
+    }
     if loss not in losses:
         raise ValueError(f"loss={loss!r} is not one of {sorted(losses)}")
     check_positive_int(steps, "steps")
@@ -167,7 +175,7 @@ def hinge_fit(x: torch.Tensor, y: torch.Tensor, width: int, low: float, high: fl
         raise ValueError(f"low={low} must be smaller than high={high}")
     knots = torch.linspace(low, high, width + 1, dtype=x.dtype)[:-1]
     model = MLP([1, width, 1]).to(x.dtype)
-    hidden, output = model.layers[0], model.layers[2]
+    hidden, output = model.linears
     hidden.weight.fill_(1.0)
     hidden.bias.copy_(-knots)
     features = torch.cat([torch.relu(x - knots), torch.ones_like(x)], dim=1)

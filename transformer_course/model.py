@@ -11,18 +11,58 @@ projection are one matrix (paper §3.4), which needs one vocabulary for both lan
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
-from ._validate import check_positive_int, check_tensor
-from .decoder import Decoder, KVCache
+from ._validate import check_positive_int, check_probability, check_tensor
+from .decoder import Decoder
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding
 from .encoder import Encoder
 from .masks import causal_mask, combine_masks, padding_mask
 
 POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding}
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Everything that builds a `Transformer`: `Transformer.from_config(config)` rebuilds it, and a checkpoint
+    stores `dataclasses.asdict(config)`. Every field is checked when the config is made."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 512
+    n_heads: int = 8
+    n_layers: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1
+    max_len: int = 5000
+    norm_first: bool = False
+    share_embeddings: bool = False
+    pad_id: int = 0
+    activation: str = "relu"
+    positional: str = "sinusoidal"
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+            check_positive_int(getattr(self, name), name)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        check_probability(self.dropout, "dropout")
+        for name in ("norm_first", "share_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                f"share_embeddings=True needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
+                f"and tgt_vocab_size={self.tgt_vocab_size}"
+            )
+        smallest_vocab = min(self.src_vocab_size, self.tgt_vocab_size)
+        if isinstance(self.pad_id, bool) or not isinstance(self.pad_id, int) or not 0 <= self.pad_id < smallest_vocab:
+            raise ValueError(f"pad_id={self.pad_id!r} must be an int id inside both vocabularies")
+        if self.positional not in POSITIONAL:
+            raise ValueError(f"positional={self.positional!r} is not one of {sorted(POSITIONAL)}")
 
 
 class Transformer(nn.Module):
@@ -45,22 +85,9 @@ class Transformer(nn.Module):
         positional: str = "sinusoidal",
     ):
         super().__init__()
-        check_positive_int(src_vocab_size, "src_vocab_size")
-        check_positive_int(tgt_vocab_size, "tgt_vocab_size")
-        if share_embeddings and src_vocab_size != tgt_vocab_size:
-            raise ValueError(
-                f"share_embeddings=True needs one vocabulary, got src_vocab_size={src_vocab_size} "
-                f"and tgt_vocab_size={tgt_vocab_size}"
-            )
-        smallest_vocab = min(src_vocab_size, tgt_vocab_size)
-        if isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < smallest_vocab:
-            raise ValueError(f"pad_id={pad_id!r} must be an int id inside both vocabularies")
-        if positional not in POSITIONAL:
-            raise ValueError(f"positional={positional!r} is not one of {sorted(POSITIONAL)}")
-        self.config = dict(
-            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model, n_heads=n_heads,
-            n_layers=n_layers, d_ff=d_ff, dropout=dropout, max_len=max_len, norm_first=norm_first,
-            share_embeddings=share_embeddings, pad_id=pad_id, activation=activation, positional=positional,
+        self.config = TransformerConfig(
+            src_vocab_size, tgt_vocab_size, d_model, n_heads, n_layers, d_ff, dropout, max_len,
+            norm_first, share_embeddings, pad_id, activation, positional,
         )  # fmt: skip
         self.pad_id = pad_id
         self.src_embed = TokenEmbedding(src_vocab_size, d_model)
@@ -74,50 +101,31 @@ class Transformer(nn.Module):
             self.tgt_embed.embedding.weight = self.src_embed.weight
             self.generator.weight = self.src_embed.weight
 
+    @classmethod
+    def from_config(cls, config: TransformerConfig) -> Transformer:
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        return cls(**asdict(config))
+
     def _init_weights(self) -> None:
         # Xavier-uniform on every matrix, as in the reference implementations; biases stay as built.
         for name, p in self.named_parameters():
             if p.dim() > 1 and not name.startswith("positions"):
                 nn.init.xavier_uniform_(p)
 
-    def _check_tokens(self, tokens, name: str) -> None:
-        check_tensor(tokens, name, ndim=2, floating=False)
-        if tokens.shape[1] == 0:
-            raise ValueError(f"{name} is empty: expected shape (B, T) with T >= 1")
-
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src (B, S) token ids -> memory (B, S, d_model)."""
-        self._check_tokens(src, "src")
+        check_tokens(src, "src")
         x = self.positions(self.src_embed(src))
         return self.encoder(x, padding_mask(src, self.pad_id))
 
-    def decode(
-        self,
-        tgt_in: torch.Tensor,
-        memory: torch.Tensor,
-        src: torch.Tensor,
-        cache: KVCache | None = None,
-    ) -> torch.Tensor:
-        """Logits (B, T, V) for the decoder input tgt_in (B, T), given the encoder's memory of src.
-
-        With a `cache`, tgt_in is the whole prefix but only positions from `cache.length` on are
-        computed, and only their logits are returned (B, T - cache.length, V).
-        """
-        self._check_tokens(tgt_in, "tgt_in")
-        self._check_tokens(src, "src")
-        if not (tgt_in.shape[0] == memory.shape[0] == src.shape[0]):
-            raise ValueError(
-                f"tgt_in, memory and src must share the batch size, got "
-                f"{tgt_in.shape[0]}, {memory.shape[0]} and {src.shape[0]}"
-            )
-        start = 0 if cache is None else cache.length
-        if start >= tgt_in.shape[1]:
-            raise ValueError(f"tgt_in has {tgt_in.shape[1]} positions, all already in the cache (length {start})")
-        length = tgt_in.shape[1]
-        x = self.positions(self.tgt_embed(tgt_in[:, start:]), offset=start)
-        # Rows start.. of the causal mask: the new positions see every cached one and themselves.
-        tgt_mask = combine_masks(padding_mask(tgt_in, self.pad_id), causal_mask(length, device=tgt_in.device)[start:])
-        h = self.decoder(x, memory, tgt_mask, padding_mask(src, self.pad_id), cache)
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) for the decoder input tgt_in (B, T), given the encoder's memory (B, S, D) of src (B, S)."""
+        check_decode_inputs(tgt_in, memory, src)
+        x = self.positions(self.tgt_embed(tgt_in))
+        # Position t may see the target positions 0..t that are not padding.
+        tgt_mask = combine_masks(padding_mask(tgt_in, self.pad_id), causal_mask(tgt_in.shape[1], tgt_in.device))
+        h = self.decoder(x, memory, tgt_mask, padding_mask(src, self.pad_id))
         return self.generator(h)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -125,8 +133,26 @@ class Transformer(nn.Module):
             raise ValueError(f"src and tgt_in must share the batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
         return self.decode(tgt_in, self.encode(src), src)
 
-    def new_cache(self) -> KVCache:
-        return KVCache(len(self.decoder.layers))
+
+def check_tokens(tokens, name: str) -> None:
+    """Token ids (B, T) with T >= 1."""
+    check_tensor(tokens, name, ndim=2, floating=False)
+    if tokens.shape[1] == 0:
+        raise ValueError(f"{name} is empty: expected shape (B, T) with T >= 1")
+
+
+def check_decode_inputs(tgt_in, memory, src) -> None:
+    """Token ids tgt_in (B, T) and src (B, S), and memory (B, S, D), with one batch size."""
+    check_tokens(tgt_in, "tgt_in")
+    check_tokens(src, "src")
+    check_tensor(memory, "memory", ndim=3, floating=True)
+    if not (tgt_in.shape[0] == memory.shape[0] == src.shape[0]):
+        raise ValueError(
+            f"tgt_in, memory and src must share the batch size, got "
+            f"{tgt_in.shape[0]}, {memory.shape[0]} and {src.shape[0]}"
+        )
+    if memory.shape[1] != src.shape[1]:
+        raise ValueError(f"memory has {memory.shape[1]} positions but src has {src.shape[1]}")
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -9,18 +9,20 @@ h slices of d_k = d_model / h features. W_O mixes the concatenated heads back in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ._validate import check_positive_int, check_probability, check_tensor
-from .attention import check_mask, fused_attention, scaled_dot_product_attention
+from .attention import check_mask, scaled_dot_product_attention
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(B, T, D) -> (B, H, T, D / H): head i gets features i*d_k .. (i+1)*d_k - 1."""
     batch, length, d_model = x.shape
-    return x.view(batch, length, n_heads, d_model // n_heads).transpose(1, 2)
+    return x.view(batch, length, n_heads, d_model // n_heads).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
@@ -30,7 +32,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     interleave positions and heads.
     """
     batch, n_heads, length, d_k = x.shape
-    return x.transpose(1, 2).reshape(batch, length, n_heads * d_k)
+    return x.transpose(1, 2).reshape(batch, length, n_heads * d_k)  # (B, T, H, d_k) -> (B, T, H * d_k)
 
 
 class MultiHeadAttention(nn.Module):
@@ -38,93 +40,50 @@ class MultiHeadAttention(nn.Module):
 
     forward(query (B, T_q, D), key (B, T_k, D), value (B, T_k, D), mask) -> (B, T_q, D).
     mask: bool, True = may attend, broadcastable to (B, H, T_q, T_k), e.g. `padding_mask` (B, 1, 1, T_k)
-    or `causal_mask` (T_q, T_k).
-
-    With `need_weights` True (the default, for teaching) the weights (B, H, T_q, T_k) of the last call
-    are kept on `.attn_weights`; with it False the fused kernel `F.scaled_dot_product_attention` runs
-    instead, which is faster and never builds the T_q × T_k matrix.
+    or `causal_mask` (T_q, T_k). The weights (B, H, T_q, T_k) of the last call are kept on `.attn_weights`.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        check_positive_int(d_model, "d_model")
-        check_positive_int(n_heads, "n_heads")
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        _check_sizes(d_model, n_heads)
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = check_probability(dropout, "dropout")
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
-        self.need_weights = True
+        # Chapter 2's attention, applied to every head at once: (q, k, v, mask, dropout_p) -> (output, weights).
+        self.attention: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] = scaled_dot_product_attention
         self.attn_weights: torch.Tensor | None = None
 
-    def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values split into heads, (B, H, T_k, d_k) each; cached by incremental decoding."""
-        self._check_input(key, "key")
-        self._check_input(value, "value")
-        if key.shape[:2] != value.shape[:2]:
-            raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must share (B, T_k)")
-        return split_heads(self.w_k(key), self.n_heads), split_heads(self.w_v(value), self.n_heads)
-
     def forward(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        need_weights: bool | None = None,
-        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """kv: keys and values already projected by `project_kv` (then key and value are ignored)."""
-        self._check_input(query, "query")
-        if kv is None and query is key and key is value:
-            q, k, v = (split_heads(x, self.n_heads) for x in self._project_qkv(query))
+        _check_inputs(self, query, key, value, mask)
+        if query is key and key is value:  # self-attention: Q, K and V from one stacked product (section 4.4)
+            q, k, v = self.project_qkv(query)
         else:
-            q = split_heads(self.w_q(query), self.n_heads)
-            k, v = self.project_kv(key, value) if kv is None else kv
-        if k.shape[0] != q.shape[0]:
-            raise ValueError(f"query has batch size {q.shape[0]} but key has {k.shape[0]}")
-        if mask is not None:
-            self._check_mask(mask, q.shape[0], q.shape[2], k.shape[2])
-        dropout_p = self.dropout if self.training else 0.0
-        if self.need_weights if need_weights is None else need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
-            self.attn_weights = weights.detach()
-        else:
-            out = fused_attention(q, k, v, mask, dropout_p)
-            self.attn_weights = None
-        return self.w_o(merge_heads(out))
+            q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
+        q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # (B, T, D) -> (B, H, T, d_k)
+        return self.attend(q, k, v, mask)
 
-    def _project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Attention on every head at once, then W_O: q (B, H, T_q, d_k), k and v (B, H, T_k, d_k) -> (B, T_q, D)."""
+        out, weights = self.attention(q, k, v, mask, self.dropout if self.training else 0.0)
+        self.attn_weights = None if weights is None else weights.detach()
+        return self.w_o(merge_heads(out))  # (B, H, T_q, d_k) -> (B, T_q, D)
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Self-attention's Q, K and V (B, T, D) each, from one product with W_Q, W_K, W_V stacked.
 
         One wide matrix product instead of three narrow ones: the same numbers, less overhead
         (nn.MultiheadAttention stores the three matrices stacked for the same reason).
         """
-        weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])
+        weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])  # (3D, D)
         bias = None if self.w_q.bias is None else torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
-        return F.linear(x, weight, bias).chunk(3, dim=-1)
-
-    def _check_input(self, x, name: str) -> None:
-        check_tensor(x, name, ndim=3, floating=True)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"{name} has {x.shape[-1]} features, expected d_model={self.d_model}")
-
-    def _check_mask(self, mask, batch: int, q_len: int, k_len: int) -> None:
-        check_mask(mask, "mask", q_len, k_len)
-        # A 3-D (B, T_q, T_k) mask would broadcast B against the head axis: refuse it rather than guess.
-        lead = tuple(mask.shape[:-2])
-        if len(lead) > 2 or (len(lead) == 1 and lead[0] != 1):
-            raise ValueError(
-                f"mask has shape {tuple(mask.shape)}; expected (T_q, T_k) or (B or 1, H or 1, T_q, T_k): "
-                "add the head axis with mask[:, None]"
-            )
-        if len(lead) == 2 and (lead[0] not in (1, batch) or lead[1] not in (1, self.n_heads)):
-            raise ValueError(
-                f"mask has shape {tuple(mask.shape)}, expected ({batch} or 1, {self.n_heads} or 1, T_q, T_k)"
-            )
+        return F.linear(x, weight, bias).chunk(3, dim=-1)  # (B, T, 3D) -> 3 × (B, T, D)
 
     @classmethod
     def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
@@ -150,9 +109,36 @@ class MultiHeadAttention(nn.Module):
         return new
 
 
-def keep_attention_weights(model: nn.Module, keep: bool = True) -> nn.Module:
-    """Switch every MultiHeadAttention in `model` between keeping its weights and the fused fast path."""
-    for module in model.modules():
-        if isinstance(module, MultiHeadAttention):
-            module.need_weights = keep
-    return model
+def _check_sizes(d_model, n_heads) -> None:
+    check_positive_int(d_model, "d_model")
+    check_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+
+
+def _check_inputs(m: MultiHeadAttention, query, key, value, mask) -> None:
+    """Shapes (B, T, d_model) that agree, and a mask that broadcasts to (B, H, T_q, T_k)."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor(x, name, ndim=3, floating=True)
+        if x.shape[-1] != m.d_model:
+            raise ValueError(f"{name} has {x.shape[-1]} features, expected d_model={m.d_model}")
+    if key.shape[:2] != value.shape[:2]:
+        raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must share (B, T_k)")
+    if query.shape[0] != key.shape[0]:
+        raise ValueError(f"query has batch size {query.shape[0]} but key has {key.shape[0]}")
+    if mask is not None:
+        check_head_mask(mask, query.shape[0], m.n_heads, query.shape[1], key.shape[1])
+
+
+def check_head_mask(mask, batch: int, n_heads: int, q_len: int, k_len: int) -> None:
+    """A bool mask of shape (T_q, T_k) or (B or 1, H or 1, T_q, T_k), with T_q, T_k also allowed to be 1."""
+    check_mask(mask, "mask", q_len, k_len)
+    # A 3-D (B, T_q, T_k) mask would broadcast B against the head axis: refuse it rather than guess.
+    lead = tuple(mask.shape[:-2])
+    if len(lead) > 2 or (len(lead) == 1 and lead[0] != 1):
+        raise ValueError(
+            f"mask has shape {tuple(mask.shape)}; expected (T_q, T_k) or (B or 1, H or 1, T_q, T_k): "
+            "add the head axis with mask[:, None]"
+        )
+    if len(lead) == 2 and (lead[0] not in (1, batch) or lead[1] not in (1, n_heads)):
+        raise ValueError(f"mask has shape {tuple(mask.shape)}, expected ({batch} or 1, {n_heads} or 1, T_q, T_k)")

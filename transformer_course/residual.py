@@ -1,7 +1,7 @@
 """Chapter 7: residual connections (残差连接) around each sub-layer, in Post-LN or Pre-LN order.
 
-    Post-LN (the paper, seed 001):  x = LayerNorm(x + Dropout(sublayer(x)))
-    Pre-LN  (seed 000, GPT-2 on):   x = x + Dropout(sublayer(LayerNorm(x)))
+    Post-LN (the paper, post 1):  x = LayerNorm(x + Dropout(sublayer(x)))
+    Pre-LN  (post 0, GPT-2 on):   x = x + Dropout(sublayer(LayerNorm(x)))
 
 The identity path lets the gradient reach early layers unchanged; Pre-LN keeps that path free of
 normalisation, which is why it trains without a learning-rate warm-up where Post-LN often cannot.

@@ -19,7 +19,9 @@ from pathlib import Path
 import torch
 
 from . import checkpoint, data, datasets, decoding, model, training
-from .multihead import MultiHeadAttention, keep_attention_weights
+from .attention import scaled_dot_product_attention
+from .efficient import keep_attention_weights
+from .multihead import MultiHeadAttention
 
 DEFAULT_CHECKPOINT = Path("checkpoints") / "zh_en.pt"
 CLI = "python -m transformer_course.translate"
@@ -170,7 +172,7 @@ def default_max_len(src_length: int) -> int:
 
 
 def one_pass_decode(net: model.Transformer, src: torch.Tensor, length: int, bos_id: int) -> torch.Tensor:
-    """Seed 001's inference, kept to show why it fails: src (B, S) -> argmax tokens (B, length).
+    """Post 1's inference, kept to show why it fails: src (B, S) -> argmax tokens (B, length).
 
     The decoder gets `<sos> <pad> ... <pad>` once. Padding is masked, so every position sees only
     <sos> and the source: each guesses a word without the words before it, and all guess the first
@@ -278,7 +280,7 @@ def translate_sentence(net: model.Transformer, vocabs, sentence: str, beam_size:
     """
     src_vocab, tgt_vocab = _vocabs(vocabs)
     words = segment(sentence, src_vocab)
-    longest = net.config["max_len"]
+    longest = net.config.max_len
     if len(words) > longest:
         raise ValueError(f"the sentence has {len(words)} words; this model reads at most max_len={longest}")
     device = next(net.parameters()).device
@@ -291,15 +293,15 @@ def translate_sentence(net: model.Transformer, vocabs, sentence: str, beam_size:
     # One teacher-forced pass over the chosen tokens records every row of the cross-attention at once
     # (while decoding with the KV cache each step only sees its own row).
     attention = [m for m in net.modules() if isinstance(m, MultiHeadAttention)]
-    saved = [m.need_weights for m in attention]
+    saved = [m.attention for m in attention]
     try:
         for m in attention:
-            m.need_weights = True
+            m.attention = scaled_dot_product_attention  # the teaching path, which keeps the weights
         log_prob = float(decoding.sequence_log_prob(net, src, ys)[0])
-        cross = torch.stack([w[0] for w in net.decoder.cross_attn_weights]).cpu()
+        cross = torch.stack([w[0] for w in net.decoder.cross_attn_weights if w is not None]).cpu()
     finally:
-        for m, need in zip(attention, saved):
-            m.need_weights = need
+        for m, attend in zip(attention, saved):
+            m.attention = attend
     # Keep every token after <sos> up to <eos>, so that row i of the map stays with token i.
     tokens = tgt_vocab.decode(ys[0, 1:].tolist(), strip=False)
     tokens = tokens[: tokens.index(data.EOS)] if data.EOS in tokens else tokens

@@ -14,7 +14,7 @@ import functools
 
 import torch
 
-from ..data import SEED_PAIRS, ParallelCorpus
+from ..data import POST1_PAIRS, ParallelCorpus
 from ..decoding import greedy_decode
 from ..masks import causal_mask, padding_mask
 from ..model import Transformer
@@ -42,9 +42,9 @@ def seed_pairs_model() -> tuple[Transformer, ParallelCorpus]:
     Trained once per process (10 steps, about a second); try your function on it as the checker does:
     model, corpus = seed_pairs_model(); src = corpus.encode_source(["自然语言处理 很 强大"]).
     """
-    from ..demo import train_seed_pairs  # imported here: the demo module is not needed until a check runs
+    from ..demo import train_post1_pairs  # imported here: the demo module is not needed until a check runs
 
-    model, corpus, _ = train_seed_pairs(seed=0, progress=False)
+    model, corpus, _ = train_post1_pairs(seed=0, progress=False)
     return model.eval(), corpus
 
 
@@ -178,7 +178,7 @@ def check_greedy(fn) -> Result:
     """Check `fn(model, src, max_len, bos, eos)` against tc.greedy_decode on a model trained on the five pairs."""
     model, corpus = seed_pairs_model()
     bos, eos = corpus.tgt_vocab.sos_id, corpus.tgt_vocab.eos_id
-    five = corpus.encode_source([s for s, _ in SEED_PAIRS])
+    five = corpus.encode_source([s for s, _ in POST1_PAIRS])
     g = torch.Generator().manual_seed(12)
     n_words = len(corpus.src_vocab)
 

@@ -1,4 +1,4 @@
-"""Seed 001's five sentence pairs, translated exactly once decoding is autoregressive.
+"""Post 1's five sentence pairs, translated exactly once decoding is autoregressive.
 
 The seed fed `<sos> <pad> <pad> ...` through the decoder once and printed `NLP NLP NLP NLP NLP`; the
 same kind of model, decoded token by token, translates all five pairs word for word.
@@ -9,12 +9,13 @@ import torch
 
 import transformer_course as tc
 from transformer_course import translate
-from transformer_course.demo import train_seed_pairs
+from transformer_course.demo import train_post1_pairs
+from transformer_course.efficient import decode_cached
 
 
 @pytest.fixture(scope="module", params=[0, 1, 2], ids=lambda s: f"seed{s}")
 def trained(request):
-    net, corpus, history = train_seed_pairs(seed=request.param, progress=False)
+    net, corpus, history = train_post1_pairs(seed=request.param, progress=False)
     return net, corpus, history
 
 
@@ -26,16 +27,16 @@ def test_training_stops_when_all_five_pairs_are_exact(trained):
 
 def test_greedy_decoding_translates_all_five_pairs_exactly(trained):
     net, corpus, _ = trained
-    src = corpus.encode_source([s for s, _ in tc.SEED_PAIRS])
+    src = corpus.encode_source([s for s, _ in tc.POST1_PAIRS])
     out = tc.greedy_decode(net, src, 12, corpus.tgt_vocab.sos_id, corpus.tgt_vocab.eos_id)
     got = [" ".join(corpus.tgt_vocab.decode(row)) for row in out]
-    assert got == [t for _, t in tc.SEED_PAIRS]
+    assert got == [t for _, t in tc.POST1_PAIRS]
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_each_pair_alone_with_greedy_and_beam_search(trained, beam_size):
     net, corpus, _ = trained
-    for src, tgt in tc.SEED_PAIRS:
+    for src, tgt in tc.POST1_PAIRS:
         result = translate.translate_sentence(net, corpus, src, beam_size=beam_size)
         assert result.text == tgt
         assert result.source == src.split()
@@ -43,13 +44,13 @@ def test_each_pair_alone_with_greedy_and_beam_search(trained, beam_size):
 
 
 def test_the_seed_failure_case(trained):
-    # The sentence the seed printed as "NLP NLP NLP NLP NLP".
+    # The sentence post 1 printed as "NLP NLP NLP NLP NLP".
     net, corpus, _ = trained
     assert translate.translate_sentence(net, corpus, "自然语言处理 很 强大").tokens == ["NLP", "is", "powerful"]
 
 
 def test_one_pass_decoding_reproduces_the_seed_failure(trained):
-    # Seed 001 fed "<sos> <pad> <pad> <pad> <pad>" once: every position, seeing only <sos>, says "NLP".
+    # Post 1 fed "<sos> <pad> <pad> <pad> <pad>" once: every position, seeing only <sos>, says "NLP".
     net, corpus, _ = trained
     src = corpus.encode_source(["自然语言处理 很 强大"])
     out = translate.one_pass_decode(net, src, 5, corpus.tgt_vocab.sos_id)
@@ -59,33 +60,33 @@ def test_one_pass_decoding_reproduces_the_seed_failure(trained):
 
 def test_evaluate_reports_exact_match_and_bleu(trained):
     net, corpus, _ = trained
-    perfect = translate.evaluate(net, corpus, tc.SEED_PAIRS)
+    perfect = translate.evaluate(net, corpus, tc.POST1_PAIRS)
     assert perfect.exact_match == 1.0
     assert perfect.bleu == pytest.approx(100.0)
-    assert perfect.errors([s for s, _ in tc.SEED_PAIRS]) == []
+    assert perfect.errors([s for s, _ in tc.POST1_PAIRS]) == []
     # swap two references: those two sentences now count as wrong
-    swapped = [tc.SEED_PAIRS[1], tc.SEED_PAIRS[0], *tc.SEED_PAIRS[2:]]
-    pairs = [(s, t) for (s, _), (_, t) in zip(tc.SEED_PAIRS, swapped)]
+    swapped = [tc.POST1_PAIRS[1], tc.POST1_PAIRS[0], *tc.POST1_PAIRS[2:]]
+    pairs = [(s, t) for (s, _), (_, t) in zip(tc.POST1_PAIRS, swapped)]
     worse = translate.evaluate(net, corpus, pairs)
     assert worse.exact_match == pytest.approx(3 / 5)
     assert worse.bleu < 100.0
-    assert [e[0] for e in worse.errors([s for s, _ in pairs])] == [tc.SEED_PAIRS[0][0], tc.SEED_PAIRS[1][0]]
+    assert [e[0] for e in worse.errors([s for s, _ in pairs])] == [tc.POST1_PAIRS[0][0], tc.POST1_PAIRS[1][0]]
 
 
 def test_cross_attention_map_is_the_one_used_while_decoding(trained):
     net, corpus, _ = trained
     result = translate.translate_sentence(net, corpus, "咖哥 喜欢 小冰")
-    n_layers, n_heads = net.config["n_layers"], net.config["n_heads"]
+    n_layers, n_heads = net.config.n_layers, net.config.n_heads
     assert result.cross_attention.shape == (n_layers, n_heads, len(result.tokens) + 1, 3)
     assert torch.all(result.cross_attention >= 0)
     torch.testing.assert_close(result.cross_attention.sum(-1), torch.ones(n_layers, n_heads, len(result.tokens) + 1))
     # Decode again step by step with the KV cache and keep each step's row: the same map.
     src = corpus.encode_source(["咖哥 喜欢 小冰"])
     ys = torch.tensor([[corpus.tgt_vocab.sos_id] + [corpus.tgt_vocab[w] for w in result.tokens]])
-    memory, cache, rows = net.encode(src), net.new_cache(), []
+    memory, cache, rows = net.encode(src), tc.KVCache(len(net.decoder.layers)), []
     with torch.no_grad():
         for t in range(1, ys.shape[1] + 1):
-            net.decode(ys[:, :t], memory, src, cache)
+            decode_cached(net, ys[:, :t], memory, src, cache)
             rows.append(torch.stack([w[0] for w in net.decoder.cross_attn_weights]))
     torch.testing.assert_close(torch.cat(rows, dim=2), result.cross_attention)
 
@@ -95,7 +96,8 @@ def test_translate_sentence_leaves_the_attention_setting_alone(trained):
     tc.keep_attention_weights(net, False)
     try:
         translate.translate_sentence(net, corpus, "咖哥 喜欢 小冰")
-        assert not any(m.need_weights for m in net.modules() if isinstance(m, tc.MultiHeadAttention))
+        attention = [m for m in net.modules() if isinstance(m, tc.MultiHeadAttention)]
+        assert not any(m.attention is tc.scaled_dot_product_attention for m in attention)
     finally:
         tc.keep_attention_weights(net, True)
 

@@ -1,0 +1,40 @@
+"""How fast is the package? Timings and memory, measured side by side (the "Making attention fast" appendix).
+
+    python -m transformer_course.benchmark                        # every section: 2-3 minutes on 2 idle cores
+    python -m transformer_course.benchmark --quick                # small sizes, a smoke test (about 10 s)
+    python -m transformer_course.benchmark --only decoding copy   # some sections only
+    python -m transformer_course.benchmark --figures figures      # also save one PNG per section
+    python -m transformer_course.benchmark --only compile         # torch.compile vs eager: never run by default
+
+Sections: `attention` (the teaching path against the fused kernel), `multihead` (the package's module
+against `torch.nn.MultiheadAttention`), `decoding` (greedy decoding with and without the KV cache),
+`memory` (peak memory as the length doubles), `copy` (The Annotated Transformer's copy task, trained
+until it is solved), `post1` and `translation` (how fast chapter 12's models learn post 1's five pairs
+and the generated corpus); `compile` (torch.compile against eager mode) runs only when named,
+because compiling takes minutes. Each is a function that returns a `Table`, rows of plain numbers with
+the shapes and the method in its notes, which `main` prints and the appendix notebook plots.
+
+How the timings are taken: all variants of a comparison run in one process, interleaved (A B A B ...,
+the order rotated every round), so a burst of background load hits them alike; each variant first
+runs `warmup` times untimed, then the median of `repeats` timed runs is reported. Torch uses one
+thread per core unless OMP_NUM_THREADS or --threads says otherwise; on a busy machine, threads wait
+for each other and small operations slow down many times over, so compare numbers measured under
+the same load only (the load and the threads are printed).
+
+The sections live in private modules (`_attention`, `_decoding`, ...); everything public is imported here.
+"""
+
+from ._attention import attention, memory, multihead
+from ._cli import FUNCTIONS, OPTIONAL_SECTIONS, QUICK, SECTIONS, choose_threads, main, run
+from ._compiling import compiled
+from ._copy_task import COPY_CONFIGS, CopyTask, copy_accuracy, copy_task
+from ._core import MiB, Table, environment, peak_memory, time_variants
+from ._decoding import decoding
+from ._figures import figure
+from ._translation import post1_pairs, translation
+
+__all__ = [
+    "COPY_CONFIGS", "FUNCTIONS", "MiB", "OPTIONAL_SECTIONS", "QUICK", "SECTIONS", "CopyTask", "Table", "attention",
+    "choose_threads", "compiled", "copy_accuracy", "copy_task", "decoding", "environment", "figure", "main",
+    "memory", "multihead", "peak_memory", "post1_pairs", "run", "time_variants", "translation",
+]  # fmt: skip

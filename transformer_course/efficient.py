@@ -1,0 +1,216 @@
+"""Appendix A: making attention fast — the fused kernel and the KV cache (键值缓存).
+
+Two extensions of the chapters' code, each switched on from outside it:
+
+* **Fused attention.** `F.scaled_dot_product_attention` computes chapter 2's formula in one kernel that
+  never materialises the T_q × T_k weights: faster, O(T) extra memory instead of O(T²), but no weights to
+  look at. `keep_attention_weights(model, False)` makes every `MultiHeadAttention` in `model` use it.
+* **The KV cache.** Generating token t, the decoder's self-attention needs the keys and values of
+  positions 0..t-1, which do not change once computed (the causal mask keeps earlier positions from
+  seeing later ones). A `KVCache` keeps them, so each step runs the decoder on the new position only;
+  the cross-attention's keys and values of the encoder output are projected once. `CachedScorer` is the
+  cached twin of chapter 12's `PrefixScorer`, which `greedy_decode` and `beam_search` use by default.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._validate import check_positive_int, check_probability
+from .attention import check_mask, check_qkv, scaled_dot_product_attention
+from .decoder import DecoderLayer
+from .masks import causal_mask, combine_masks, padding_mask
+from .model import Transformer, check_decode_inputs
+from .multihead import MultiHeadAttention, split_heads
+
+
+def fused_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
+    """The same result as `scaled_dot_product_attention`, computed by PyTorch's fused kernel.
+
+    It never materialises the weights, so it is faster and, without a materialised mask, needs O(T)
+    instead of O(T²) memory; it cannot return the weights. Fully masked rows give zeros, as in the
+    teaching path.
+    """
+    check_qkv(q, k, v)
+    check_probability(dropout_p, "dropout_p")
+    if mask is not None:
+        check_mask(mask, "mask", q.shape[-2], k.shape[-2])
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    if mask is not None:
+        # Older PyTorch releases return NaN for a row with no visible key: make it 0 everywhere.
+        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    return out
+
+
+def _fused_without_weights(q, k, v, mask, dropout_p) -> tuple[torch.Tensor, None]:
+    """`fused_attention` in the (output, weights) form that `MultiHeadAttention.attention` returns."""
+    return fused_attention(q, k, v, mask, dropout_p), None
+
+
+def keep_attention_weights(model: nn.Module, keep: bool = True) -> nn.Module:
+    """Switch every MultiHeadAttention in `model` between the teaching path, which keeps its weights on
+    `.attn_weights`, and the fused kernel (keep=False), which is faster and keeps none."""
+    if not isinstance(keep, bool):
+        raise TypeError(f"keep must be a bool, got {type(keep).__name__}")
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.attention = scaled_dot_product_attention if keep else _fused_without_weights
+    return model
+
+
+class LayerCache:
+    """One layer's keys and values of the positions decoded so far, (B, H, length, d_k) each.
+
+    They are written into buffers with spare room along the time axis, doubled when full: torch.cat
+    would copy the whole prefix at every step, work that grows with the square of the generated length.
+    `memory` holds a cross-attention's keys and values of the encoder output, projected once.
+    """
+
+    def __init__(self) -> None:
+        self.length = 0
+        self._keys: torch.Tensor | None = None  # (B, H, capacity, d_k)
+        self._values: torch.Tensor | None = None
+        self.memory: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add the new positions' keys and values (B, H, t, d_k); return all of them so far (B, H, length, d_k)."""
+        end = self.length + k.shape[2]
+        if self._keys is None or self._values is None or end > self._keys.shape[2]:
+            capacity = max(2 * end, 16)
+            keys = k.new_empty(k.shape[0], k.shape[1], capacity, k.shape[3])  # (B, H, capacity, d_k)
+            values = v.new_empty(v.shape[0], v.shape[1], capacity, v.shape[3])
+            if self._keys is not None and self._values is not None:
+                keys[:, :, : self.length] = self._keys[:, :, : self.length]
+                values[:, :, : self.length] = self._values[:, :, : self.length]
+            self._keys, self._values = keys, values
+        self._keys[:, :, self.length : end] = k
+        self._values[:, :, self.length : end] = v
+        self.length = end
+        return self._keys[:, :, :end], self._values[:, :, :end]
+
+    @property
+    def keys(self) -> torch.Tensor | None:
+        """The cached keys (B, H, length, d_k), None before the first append."""
+        return None if self._keys is None else self._keys[:, :, : self.length]
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        """The cached values (B, H, length, d_k), None before the first append."""
+        return None if self._values is None else self._values[:, :, : self.length]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep the batch rows `rows` (a LongTensor of row indices, repeats allowed), in that order."""
+        if self._keys is not None and self._values is not None:
+            self._keys, self._values = self._keys.index_select(0, rows), self._values.index_select(0, rows)
+        if self.memory is not None:
+            self.memory = (self.memory[0].index_select(0, rows), self.memory[1].index_select(0, rows))
+
+
+class KVCache:
+    """A `LayerCache` per layer; `length` is the number of positions cached (the same in every layer)."""
+
+    def __init__(self, n_layers: int):
+        self.layers = [LayerCache() for _ in range(check_positive_int(n_layers, "n_layers"))]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep the batch rows `rows` in every layer (beam search follows the hypotheses it keeps)."""
+        for layer in self.layers:
+            layer.select(rows)
+
+
+def cached_self_attention(
+    attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor | None, cache: LayerCache
+) -> torch.Tensor:
+    """Self-attention of the new positions x (B, t, D) over every cached position and themselves.
+
+    Their keys and values join the cache; `mask` covers (t new positions) × (length after appending).
+    Returns (B, t, D).
+    """
+    q, k, v = (split_heads(y, attn.n_heads) for y in attn.project_qkv(x))  # (B, t, D) -> (B, H, t, d_k)
+    k, v = cache.append(k, v)  # (B, H, length, d_k)
+    return attn.attend(q, k, v, mask)
+
+
+def cached_cross_attention(
+    attn: MultiHeadAttention, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None, cache: LayerCache
+) -> torch.Tensor:
+    """Cross-attention of x (B, t, D) over memory (B, S, D), whose keys and values are projected only once."""
+    if cache.memory is None:  # the encoder output does not change while decoding
+        keys = split_heads(attn.w_k(memory), attn.n_heads)  # (B, S, D) -> (B, H, S, d_k)
+        values = split_heads(attn.w_v(memory), attn.n_heads)
+        cache.memory = (keys, values)
+    q = split_heads(attn.w_q(x), attn.n_heads)  # (B, t, D) -> (B, H, t, d_k)
+    return attn.attend(q, *cache.memory, mask)
+
+
+def _cached_decoder_layer(
+    layer: DecoderLayer,
+    x: torch.Tensor,
+    memory: torch.Tensor,
+    tgt_mask: torch.Tensor | None,
+    memory_mask: torch.Tensor | None,
+    cache: LayerCache,
+) -> torch.Tensor:
+    """`DecoderLayer.forward` on the new positions only, its attentions reading and filling `cache`."""
+    x = layer.sublayers[0](x, lambda y: cached_self_attention(layer.self_attn, y, tgt_mask, cache))
+    x = layer.sublayers[1](x, lambda y: cached_cross_attention(layer.cross_attn, y, memory, memory_mask, cache))
+    return layer.sublayers[2](x, layer.ffn)
+
+
+def decode_cached(
+    model: Transformer, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: KVCache
+) -> torch.Tensor:
+    """`model.decode` for the positions of tgt_in (B, T) not in `cache` yet: logits (B, T - cache.length, V).
+
+    The same numbers as `model.decode(tgt_in, memory, src)[:, cache.length:]`, computed from the new
+    positions alone.
+    """
+    check_decode_inputs(tgt_in, memory, src)
+    if len(cache.layers) != len(model.decoder.layers):
+        raise ValueError(f"cache has {len(cache.layers)} layers, the decoder has {len(model.decoder.layers)}")
+    start, length = cache.length, tgt_in.shape[1]
+    if start >= length:
+        raise ValueError(f"tgt_in has {length} positions, all already in the cache (length {start})")
+    x = model.positions(model.tgt_embed(tgt_in[:, start:]), offset=start)  # (B, T - start, D)
+    # Rows start.. of the causal mask: the new positions see every cached one and themselves.
+    causal = causal_mask(length, tgt_in.device)[start:]  # (T - start, T)
+    tgt_mask = combine_masks(padding_mask(tgt_in, model.pad_id), causal)
+    memory_mask = padding_mask(src, model.pad_id)
+    for layer, layer_cache in zip(model.decoder.layers, cache.layers):
+        x = _cached_decoder_layer(cast(DecoderLayer, layer), x, memory, tgt_mask, memory_mask, layer_cache)
+    return model.generator(model.decoder.norm(x))
+
+
+class CachedScorer:
+    """Next-token logits for growing prefixes, like chapter 12's `PrefixScorer`, with a KV cache.
+
+    Each call runs the decoder on the positions added since the last call only.
+    """
+
+    def __init__(self, model: Transformer, src: torch.Tensor):
+        self.model, self.src = model, src
+        self.memory = model.encode(src)  # (B, S, D): the source is encoded once
+        self.cache = KVCache(len(model.decoder.layers))
+
+    def __call__(self, ys: torch.Tensor) -> torch.Tensor:
+        """ys (N, t) prefixes -> (N, V) logits of the token after each."""
+        return decode_cached(self.model, ys, self.memory, self.src, self.cache)[:, -1]  # (N, t', V) -> (N, V)
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep the prefixes `rows` (beam search keeps its best hypotheses)."""
+        self.src, self.memory = self.src[rows], self.memory[rows]
+        self.cache.select(rows)
