@@ -13,7 +13,7 @@ Devlin et al. 2019, §3.1). `mask_tokens` picks 15 % of the positions; of those,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -22,8 +22,10 @@ from torch import nn
 from ._validate import check_positive_int, check_probability, check_tensor
 from .embedding import LearnedPositionalEncoding
 from .encoder import Encoder
+from .gpt import train_steps
 from .masks import padding_mask
 from .norm import LayerNorm
+from .training import History
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: a label that counts for nothing
 
@@ -112,7 +114,7 @@ class BERT(nn.Module):
             raise ValueError(f"pad_id={pad_id!r} must be a token id in [0, {vocab_size - 1}]")
         self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
                            max_len=max_len, dropout=dropout, pad_id=pad_id, norm_first=norm_first)  # fmt: skip
-        self.vocab_size, self.pad_id = vocab_size, pad_id
+        self.vocab_size, self.pad_id, self.d_model = vocab_size, pad_id, d_model
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.positions = LearnedPositionalEncoding(d_model, max_len)
         # BERT normalises the sum of the embeddings before the first layer (then dropout).
@@ -150,7 +152,7 @@ class BERTClassifier(nn.Module):
 
     def __init__(self, bert: BERT, n_classes: int, dropout: float = 0.1):
         super().__init__()
-        d_model = bert.config["d_model"]
+        d_model = bert.d_model
         self.bert = bert
         self.pooler = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
@@ -167,3 +169,64 @@ class BERTClassifier(nn.Module):
 def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of logits (B, T, V) at the picked positions only (labels != -100), averaged over them."""
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+
+
+def pretrain_mlm(
+    model: BERT,
+    batches: Callable[[], torch.Tensor],
+    steps: int,
+    mask_id: int,
+    special_ids: Sequence[int],
+    p: float = 0.15,
+    lr: float = 1e-3,
+    warmup: int = 50,
+    generator: torch.Generator | None = None,
+    evaluate: Callable[[], float] | None = None,
+    eval_every: int = 100,
+) -> History:
+    """Masked-language-model pre-training on `batches()`, a function returning fresh (B, T) ids.
+
+    Each step masks a new 15 % of the tokens with `mask_tokens` (drawn from `generator`) and trains on
+    `mlm_loss`. Returns the History of `train_steps` (AdamW, warm-up then cosine decay).
+    """
+    device = next(model.parameters()).device
+
+    def step_loss() -> torch.Tensor:
+        inputs, labels = mask_tokens(batches(), mask_id, model.vocab_size, p, special_ids, generator)
+        return mlm_loss(model.mlm_logits(inputs.to(device)), labels.to(device))
+
+    return train_steps(model, step_loss, steps, lr, warmup, 0.01, evaluate, eval_every)
+
+
+def fine_tune(
+    classifier: BERTClassifier,
+    ids: torch.Tensor,
+    labels: torch.Tensor,
+    steps: int,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    warmup: int = 10,
+    generator: torch.Generator | None = None,
+) -> History:
+    """Train `classifier` on the labelled sentences ids (N, T), labels (N,): batches drawn with replacement."""
+    check_positive_int(batch_size, "batch_size")
+    device = next(classifier.parameters()).device
+
+    def step_loss() -> torch.Tensor:
+        rows = torch.randint(len(ids), (min(batch_size, len(ids)),), generator=generator)
+        return F.cross_entropy(classifier(ids[rows].to(device)), labels[rows].to(device))
+
+    return train_steps(classifier, step_loss, steps, lr, warmup, 0.01)
+
+
+@torch.no_grad()
+def accuracy(classifier: BERTClassifier, ids: torch.Tensor, labels: torch.Tensor) -> float:
+    """The share of sentences ids (N, T) whose predicted class is labels (N,); in eval mode."""
+    was_training = classifier.training
+    classifier.eval()
+    try:
+        device = next(classifier.parameters()).device
+        predictions = classifier(ids.to(device)).argmax(dim=-1).cpu()
+    finally:
+        classifier.train(was_training)
+    return float((predictions == labels).float().mean())

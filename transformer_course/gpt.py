@@ -14,17 +14,20 @@ The output projection reuses the token embedding matrix E (weight tying, 权重�
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_positive_int, check_probability, check_tensor
-from .decoder import KVCache
+from ._validate import check_positive_int, check_tensor
+from .efficient import KVCache, LayerCache, cached_self_attention
 from .embedding import LearnedPositionalEncoding
 from .encoder import Encoder, EncoderLayer
 from .masks import causal_mask
-from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .training import History
 
 
 class GPT(nn.Module):
@@ -67,12 +70,19 @@ class GPT(nn.Module):
                 nn.init.normal_(module.weight, std=0.02)
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
-        for layer in self.blocks.layers:
+        for layer in self.layers:
             for projection in (layer.self_attn.w_o, layer.ffn.w_2):
                 nn.init.normal_(projection.weight, std=0.02 / math.sqrt(2 * n_layers))
 
+    @property
+    def layers(self) -> list[EncoderLayer]:
+        """The blocks, in order."""
+        return [cast(EncoderLayer, layer) for layer in self.blocks.layers]
+
     def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         check_tensor(ids, "ids", ndim=2, floating=False)
+        if cache is not None and len(cache.layers) != len(self.layers):
+            raise ValueError(f"cache has {len(cache.layers)} layers, the model has {len(self.layers)} blocks")
         start = 0 if cache is None else cache.length
         length = start + ids.shape[1]
         if ids.shape[1] == 0:
@@ -87,41 +97,30 @@ class GPT(nn.Module):
         if cache is None:
             x = self.blocks(x, mask)
         else:
-            for layer, layer_cache in zip(self.blocks.layers, cache.layers):
+            for layer, layer_cache in zip(self.layers, cache.layers):
                 x = cached_block(layer, x, mask, layer_cache)
-            cache.length = length
             x = self.blocks.norm(x)
         return self.lm_head(x)
 
     def new_cache(self) -> KVCache:
         """An empty KV cache with one entry per block."""
-        return KVCache(len(self.blocks.layers))
+        return KVCache(len(self.layers))
 
 
-def cached_block(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor, cache: dict) -> torch.Tensor:
-    """One block on the new positions x (B, t, D), its self-attention reading and extending `cache`."""
+def cached_block(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor, cache: LayerCache) -> torch.Tensor:
+    """`EncoderLayer.forward` on the new positions x (B, t, D) only, its self-attention reading and filling `cache`."""
     x = layer.sublayers[0](x, lambda y: cached_self_attention(layer.self_attn, y, mask, cache))
     return layer.sublayers[1](x, layer.ffn)
-
-
-def cached_self_attention(attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor, cache: dict) -> torch.Tensor:
-    """Self-attention of the new positions x (B, t, D) over every cached position and themselves: (B, t, D).
-
-    TEMPORARY (local stand-in until `transformer_course.efficient.cached_self_attention` lands in main):
-    the new keys and values join the cache, then the queries attend to all of them; `mask` covers
-    (t new positions) × (cached + new positions).
-    """
-    q = split_heads(attn.w_q(x), attn.n_heads)  # (B, H, t, d_k)
-    k, v = KVCache.append(cache, split_heads(attn.w_k(x), attn.n_heads), split_heads(attn.w_v(x), attn.n_heads))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, t, d_k)
-    return attn.w_o(merge_heads(out))
 
 
 # ----------------------------------------------------------------------------------------- sampling
 
 
 def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the k largest logits of each row (..., V); the others become -inf, so they get probability 0."""
+    """Keep the k largest logits of each row (..., V); the others become -inf, so they get probability 0.
+
+    Tokens tied with the k-th largest logit are kept too.
+    """
     k = min(k, logits.shape[-1])
     kth_largest = logits.topk(k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth_largest, float("-inf"))
@@ -154,7 +153,7 @@ def sample_next(
     logits = logits.float() / temperature
     if top_k is not None:
         logits = top_k_logits(logits, top_k)
-    if top_p is not None:
+    if top_p is not None and top_p < 1:  # p = 1 keeps every token
         logits = top_p_logits(logits, top_p)
     return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
 
@@ -175,17 +174,20 @@ def _check_generate_args(model, ids, max_new_tokens, temperature, top_k, top_p, 
             f"ids ({ids.shape[1]} positions) + max_new_tokens={max_new_tokens} exceed the model's "
             f"max_len={model.max_len}: generate fewer tokens or shorten the prompt"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise ValueError(f"temperature={temperature!r} must be a number >= 0 (0 = greedy)")
-    if math.isinf(temperature):
-        raise ValueError(f"temperature={temperature!r} must be finite")
+    for name, value in (("temperature", temperature), ("top_p", top_p)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature={temperature!r} must be a finite number >= 0 (0 = greedy)")
     if top_k is not None:
         check_positive_int(top_k, "top_k")
-    if top_p is not None:
-        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-            raise ValueError(f"top_p={top_p!r} must be in (0, 1]")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p={top_p!r} must be in (0, 1]")
+    if generator is not None:
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if generator.device.type != ids.device.type:
+            raise ValueError(f"generator is on {generator.device.type} but ids on {ids.device.type}: use one device")
 
 
 @torch.no_grad()
@@ -226,71 +228,98 @@ def generate(
 
 
 def lm_loss(logits: torch.Tensor, ids: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """The causal language-model loss: mean cross-entropy of logits (B, T - 1, V) against ids[:, 1:] (B, T - 1).
+    """The causal language-model loss: the mean cross-entropy of logits (B, T - 1, V) against ids[:, 1:].
 
-    logits are the model's outputs on ids[:, :-1]: position t predicts token t + 1. Padding targets count
-    for nothing.
+    logits are the model's outputs on ids[:, :-1] (B, T): position t predicts token t + 1. Padding
+    targets count for nothing, so the mean is over the real tokens only.
     """
-    targets = ids[:, 1:]
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id)
+    targets = ids[:, 1:]  # (B, T - 1): the inputs shifted left by one position
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id)  # (B·(T-1), V)
 
 
 @torch.no_grad()
 def evaluate_lm(model: GPT, ids: torch.Tensor, pad_id: int, batch_size: int = 1024) -> float:
-    """The mean loss per predicted token over the rows of ids (B, T) (padding not counted), in eval mode."""
+    """The mean loss per predicted token over the rows of ids (B, T), padding not counted; in eval mode."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     try:
-        for i in range(0, ids.shape[0], batch_size):
-            rows = ids[i : i + batch_size]
+        for rows in ids.split(batch_size):
             logits = model(rows[:, :-1])
-            total += float(F.cross_entropy(logits.flatten(0, 1), rows[:, 1:].flatten(), ignore_index=pad_id,
-                                           reduction="sum"))  # fmt: skip
-            count += int((rows[:, 1:] != pad_id).sum())
+            targets = rows[:, 1:]
+            total += float(
+                F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id, reduction="sum")
+            )
+            count += int((targets != pad_id).sum())
     finally:
         model.train(was_training)
     return total / count
 
 
-def train_lm(
-    model: GPT,
-    batches,
-    steps: int,
-    lr: float = 3e-3,
-    warmup: int = 50,
-    weight_decay: float = 0.0,
-    evaluate=None,
-    eval_every: int = 100,
-    pad_id: int = 0,
-) -> dict:
-    """Train `model` on `batches()` (a function returning (B, T) ids) with AdamW and a linear warm-up then cosine decay.
+def warmup_cosine(step: int, steps: int, warmup: int) -> float:
+    """The learning-rate factor at `step` (0-based): linear warm-up over `warmup` steps, then a cosine to 0."""
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
 
-    Returns {"losses": [training loss per step], "evals": [(step, evaluate())], "steps": steps}.
+
+def train_steps(
+    model: nn.Module,
+    step_loss: Callable[[], torch.Tensor],
+    steps: int,
+    lr: float = 1e-3,
+    warmup: int = 50,
+    weight_decay: float = 0.01,
+    evaluate: Callable[[], float] | None = None,
+    eval_every: int = 100,
+) -> History:
+    """`steps` AdamW steps on `step_loss()`, the loss of a fresh batch; warm-up then cosine decay, gradients clipped.
+
+    `evaluate()` runs every `eval_every` steps and after the last; the model is left in eval mode.
     """
     check_positive_int(steps, "steps")
+    check_positive_int(eval_every, "eval_every")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
-
-    def schedule(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    history: dict = {"losses": [], "evals": [], "steps": steps}
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, steps, warmup))
+    history = History()
+    start = time.perf_counter()
     model.train()
     for step in range(1, steps + 1):
-        ids = batches()
-        loss = lm_loss(model(ids[:, :-1]), ids, pad_id)
+        loss = step_loss()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        history.lrs.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         scheduler.step()
-        history["losses"].append(loss.item())
+        history.losses.append(loss.item())
+        history.steps = step
         if evaluate is not None and (step % eval_every == 0 or step == steps):
-            history["evals"].append((step, evaluate()))
-            model.train()
+            history.evals.append((step, float(evaluate())))
+            model.train()  # evaluate() may have switched to eval mode
     model.eval()
+    history.seconds = time.perf_counter() - start
     return history
 
+
+def train_lm(
+    model: GPT,
+    batches: Callable[[], torch.Tensor],
+    steps: int,
+    pad_id: int,
+    lr: float = 3e-3,
+    warmup: int = 50,
+    evaluate: Callable[[], float] | None = None,
+    eval_every: int = 100,
+) -> History:
+    """Train `model` as a causal language model on `batches()`, a function returning fresh (B, T) ids.
+
+    Each step reads ids[:, :-1] and predicts ids[:, 1:] (`lm_loss`). Returns the History of `train_steps`.
+    """
+    device = next(model.parameters()).device
+
+    def step_loss() -> torch.Tensor:
+        ids = batches().to(device)
+        return lm_loss(model(ids[:, :-1]), ids, pad_id)
+
+    return train_steps(model, step_loss, steps, lr, warmup, 0.0, evaluate, eval_every)

@@ -158,3 +158,10 @@ class Language:
         if not options:
             raise ValueError(f"no one-word swap takes {sentence!r} out of the language")
         return options[int(torch.randint(len(options), (1,), generator=generator))]
+
+    def labelled(
+        self, sentences: Sequence[str], generator: torch.Generator | None = None
+    ) -> tuple[list[str], list[int]]:
+        """A balanced grammaticality task: sentence i is kept (label 1) when i is even, else corrupted (label 0)."""
+        texts = [s if i % 2 == 0 else self.corrupt(s, generator) for i, s in enumerate(sentences)]
+        return texts, [1 - i % 2 for i in range(len(sentences))]
