@@ -1,4 +1,4 @@
-"""Chapter 15's BERT: `mask_tokens` keeps BERT's proportions, the encoder equals PyTorch's, the losses count what they should."""
+"""Chapter 15's BERT: `mask_tokens` keeps BERT's proportions, the encoder equals PyTorch's, the MLM loss is right."""
 
 import pytest
 import torch
@@ -100,8 +100,7 @@ def test_bert_equals_a_model_assembled_from_pytorch_modules():
     model = make_bert()
     torch.manual_seed(1)
     torch_layers = [
-        nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, activation="gelu", batch_first=True).eval()
-        for _ in range(L)
+        nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, activation="gelu", batch_first=True).eval() for _ in range(L)
     ]
     with torch.no_grad():
         for i, layer in enumerate(torch_layers):

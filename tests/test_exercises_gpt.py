@@ -223,7 +223,7 @@ def unsort(flags, order):
 
 
 def top_p_drops_crossing(logits, p):
-    values, order, probs = sorted_probs(logits)
+    _values, order, probs = sorted_probs(logits)
     remove = torch.cumsum(probs, dim=-1) > p
     return logits.masked_fill(unsort(remove, order), -math.inf)
 
@@ -235,18 +235,18 @@ def top_p_unsorted(logits, p):
 
 
 def top_p_ascending(logits, p):
-    values, order, probs = sorted_probs(logits, descending=False)
+    _values, order, probs = sorted_probs(logits, descending=False)
     remove = torch.cumsum(probs, dim=-1) - probs >= p
     return logits.masked_fill(unsort(remove, order), -math.inf)
 
 
 def top_p_sorted_result(logits, p):
-    values, order, probs = sorted_probs(logits)
+    values, _order, probs = sorted_probs(logits)
     return values.masked_fill(torch.cumsum(probs, dim=-1) - probs >= p, -math.inf)
 
 
 def top_p_gather_back(logits, p):
-    values, order, probs = sorted_probs(logits)
+    _values, order, probs = sorted_probs(logits)
     remove = torch.cumsum(probs, dim=-1) - probs >= p
     return logits.masked_fill(remove.gather(-1, order), -math.inf)
 
@@ -258,13 +258,13 @@ def top_p_cumsum_logits(logits, p):
 
 
 def top_p_inverted(logits, p):
-    values, order, probs = sorted_probs(logits)
+    _values, order, probs = sorted_probs(logits)
     keep = torch.cumsum(probs, dim=-1) - probs < p
     return logits.masked_fill(unsort(keep, order), -math.inf)
 
 
 def top_p_zeros(logits, p):
-    values, order, probs = sorted_probs(logits)
+    _values, order, probs = sorted_probs(logits)
     remove = unsort(torch.cumsum(probs, dim=-1) - probs >= p, order)
     return torch.where(remove, torch.zeros_like(logits), logits)
 
@@ -274,21 +274,21 @@ def top_p_threshold(logits, p):
 
 
 def top_p_in_place(logits, p):
-    values, order, probs = sorted_probs(logits)
+    _values, order, probs = sorted_probs(logits)
     logits[unsort(torch.cumsum(probs, dim=-1) - probs >= p, order)] = -math.inf
     return logits
 
 
 def top_p_min_one_token_forgotten(logits, p):
     # Keeps the tokens whose cumulative probability stays at most p: can remove every token.
-    values, order, probs = sorted_probs(logits)
+    _values, order, probs = sorted_probs(logits)
     remove = torch.cumsum(probs, dim=-1) > p
     remove[..., 1:] = remove[..., 1:] | remove[..., :-1]
     return logits.masked_fill(unsort(remove, order), -math.inf)
 
 
 def top_p_renormalised_probabilities(logits, p):
-    values, order, probs = sorted_probs(logits)
+    _values, order, probs = sorted_probs(logits)
     keep = unsort(torch.cumsum(probs, dim=-1) - probs < p, order)
     kept = torch.softmax(logits, dim=-1) * keep
     return kept / kept.sum(dim=-1, keepdim=True)
