@@ -117,7 +117,9 @@ def test_append_keeps_earlier_positions_when_the_buffer_grows():
         expected = torch.cat(chunks[: i + 1], dim=2)
         assert torch.equal(k, expected)
         assert torch.equal(v, -expected)
-        assert layer.length == expected.shape[2]
+        assert layer.length == expected.shape[2] <= layer.capacity
+    # Room for 16, then regrown to twice the length that overflowed it: 2 * 17, then 2 * 48.
+    assert layer.capacity == 96
 
 
 def test_select_follows_the_selected_rows():

@@ -71,8 +71,9 @@ def keep_attention_weights(model: nn.Module, keep: bool = True) -> nn.Module:
 class LayerCache:
     """One layer's keys and values of the positions decoded so far, (B, H, length, d_k) each.
 
-    They are written into buffers with spare room along the time axis, doubled when full: torch.cat
-    would copy the whole prefix at every step, work that grows with the square of the generated length.
+    They are written into buffers with spare room along the time axis (16 positions at first, then twice
+    the length they must hold whenever they are full): torch.cat would copy the whole prefix at every
+    step, work that grows with the square of the generated length.
     `memory` holds a cross-attention's keys and values of the encoder output, projected once.
     """
 
@@ -107,6 +108,11 @@ class LayerCache:
     def values(self) -> torch.Tensor | None:
         """The cached values (B, H, length, d_k), None before the first append."""
         return None if self._values is None else self._values[:, :, : self.length]
+
+    @property
+    def capacity(self) -> int:
+        """Positions the buffers can hold before they must grow (0 before the first append)."""
+        return 0 if self._keys is None else self._keys.shape[2]
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep the batch rows `rows` (a LongTensor of row indices, repeats allowed), in that order."""

@@ -1,7 +1,10 @@
-"""Helpers for the course's notebooks: show the package's real source in a cell.
+"""Helpers for the course's notebooks: show the package's real source in a cell, widgets that work under
+every ipywidgets a reader may have, and numbers glued into the book's text.
 
-    from transformer_course.notebook import show_source
+    from transformer_course.notebook import glue, show_source, stack
     show_source(tc.MultiHeadAttention.forward)
+    pictures = stack([widgets.Image(value=png) for png in pngs])
+    glue("speedup", speedup)  # the markdown says {glue:text}`speedup:.1f`
 
 The book displays the package's code this way, so the text and the package cannot drift apart.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -33,3 +37,48 @@ def show_source(obj: Any) -> SourceCode:
     except (TypeError, OSError) as error:
         raise TypeError(f"obj must be a function, class or method defined in a file, got {obj!r}") from error
     return SourceCode(textwrap.dedent(source).rstrip())
+
+
+def stack(children: Sequence[Any], selected_index: int = 0, titles: Sequence[str] | None = None):
+    """Widgets shown one at a time, the one at `selected_index`: an `ipywidgets.Stack`.
+
+    A control linked to `selected_index` (`widgets.jslink((slider, "index"), (pictures, "selected_index"))`)
+    flips through them in the browser, without a kernel. `Stack` is new in ipywidgets 8; under ipywidgets 7
+    (Colab shipped 7.7.1 for years) this returns a `Tab` instead, which has the same `selected_index`, so the
+    link still works and the tabs, labelled with `titles` (default "1", "2", ...), flip through the children too.
+    """
+    import ipywidgets as widgets  # only the notebooks need ipywidgets, not the package
+
+    children = list(children)
+    if not children:
+        raise ValueError("children must hold at least one widget, got none")
+    if not 0 <= selected_index < len(children):
+        raise ValueError(f"selected_index must be in [0, {len(children)}), got {selected_index}")
+    if titles is not None and len(titles) != len(children):
+        raise ValueError(f"titles must have one entry per child ({len(children)}), got {len(titles)}")
+    if hasattr(widgets, "Stack"):
+        return widgets.Stack(children, selected_index=selected_index)
+    tabs = widgets.Tab(children, selected_index=selected_index)
+    for i, title in enumerate(titles if titles is not None else [str(i + 1) for i in range(len(children))]):
+        tabs.set_title(i, str(title))
+    return tabs
+
+
+GLUE_PREFIX = "application/papermill.record/"
+
+
+def glue(name: str, value: Any) -> None:
+    """Store `value` under `name` for the book's text, as MyST-NB's `myst_nb.glue(name, value, display=False)`.
+
+    The chapter's markdown writes {glue:}`name` where the number belongs, so a sentence always quotes the
+    output of the cell that computed it. Written here (the same output format as MyST-NB's) so that a
+    notebook run outside the book's environment, on Colab or a bare kernel, needs no MyST-NB.
+    """
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display
+
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    bundle, metadata = format_display_data(value)
+    metadata["scrapbook"] = {"name": name, "mime_prefix": GLUE_PREFIX}
+    display({GLUE_PREFIX + mime: data for mime, data in bundle.items()}, raw=True, metadata=metadata)
