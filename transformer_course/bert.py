@@ -22,12 +22,28 @@ from torch import nn
 from ._validate import check_positive_int, check_probability, check_tensor
 from .embedding import LearnedPositionalEncoding
 from .encoder import Encoder
-from .gpt import train_steps
+from .gpt import check_token_ids, train_steps
 from .masks import padding_mask
 from .norm import LayerNorm
 from .training import History
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: a label that counts for nothing
+
+
+def _check_masking_args(ids, mask_id, vocab_size, p, special_ids) -> tuple[torch.Tensor, torch.Tensor]:
+    """The special ids as a tensor and a (vocab_size,) bool mask of the ordinary ones; errors name the argument."""
+    check_tensor(ids, "ids", floating=False)
+    check_positive_int(vocab_size, "vocab_size")
+    if isinstance(mask_id, bool) or not isinstance(mask_id, int) or not 0 <= mask_id < vocab_size:
+        raise ValueError(f"mask_id={mask_id!r} must be a token id in [0, {vocab_size - 1}]")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise ValueError(f"p={p!r} must be a probability in [0, 1]")
+    special = torch.tensor(sorted({int(i) for i in special_ids}), dtype=torch.long)
+    ordinary = torch.ones(vocab_size, dtype=torch.bool)
+    ordinary[special[(special >= 0) & (special < vocab_size)]] = False
+    if not ordinary.any():
+        raise ValueError("special_ids covers the whole vocabulary: there is no token to pick")
+    return special, ordinary
 
 
 def mask_tokens(
@@ -44,23 +60,13 @@ def mask_tokens(
     becomes mask_id with probability 0.8, a random non-special token with probability 0.1, and keeps its
     token with probability 0.1. labels holds the original id at picked positions and -100 elsewhere.
     """
-    check_tensor(ids, "ids", floating=False)
-    check_positive_int(vocab_size, "vocab_size")
-    if isinstance(mask_id, bool) or not isinstance(mask_id, int) or not 0 <= mask_id < vocab_size:
-        raise ValueError(f"mask_id={mask_id!r} must be a token id in [0, {vocab_size - 1}]")
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-        raise ValueError(f"p={p!r} must be a probability in [0, 1]")
-    special = torch.tensor(sorted({int(i) for i in special_ids}), dtype=torch.long)
-    ordinary = torch.ones(vocab_size, dtype=torch.bool)
-    ordinary[special[(special >= 0) & (special < vocab_size)]] = False
-    if not ordinary.any():
-        raise ValueError("special_ids covers the whole vocabulary: there is no token to pick")
+    special, ordinary = _check_masking_args(ids, mask_id, vocab_size, p, special_ids)
     # Draw on the generator's device (CPU by default), then move: the results do not depend on the device.
     device = generator.device if generator is not None else ids.device
     shape = ids.shape
     pick_draw = torch.rand(shape, generator=generator, device=device).to(ids.device)
     action_draw = torch.rand(shape, generator=generator, device=device).to(ids.device)
-    candidates = ordinary.nonzero().squeeze(1)
+    candidates = ordinary.nonzero().squeeze(1)  # (n, 1) -> (n,): the ids a random replacement is drawn from
     random_tokens = candidates[torch.randint(len(candidates), shape, generator=generator, device=device)].to(ids.device)
 
     picked = (pick_draw < p) & ~torch.isin(ids, special.to(ids.device))
@@ -133,9 +139,7 @@ class BERT(nn.Module):
                 nn.init.zeros_(module.bias)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_tensor(ids, "ids", ndim=2, floating=False)
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size):
-            raise ValueError(f"ids must lie in [0, {self.vocab_size - 1}], got [{int(ids.min())}, {int(ids.max())}]")
+        check_token_ids(check_tensor(ids, "ids", ndim=2, floating=False), "ids", self.vocab_size)
         x = self.dropout(self.embedding_norm(self.positions(self.token_embedding(ids))))
         return self.encoder(x, padding_mask(ids, self.pad_id))
 

@@ -30,6 +30,12 @@ from .masks import causal_mask
 from .training import History
 
 
+def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
+    """A ValueError naming `name` unless every id of the tensor lies in [0, vocab_size)."""
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(f"{name} must lie in [0, {vocab_size - 1}], got [{int(ids.min())}, {int(ids.max())}]")
+
+
 class GPT(nn.Module):
     """A GPT-style language model. forward(ids (B, T)) -> logits (B, T, vocab_size); logits[:, t] predict ids[:, t + 1].
 
@@ -80,17 +86,9 @@ class GPT(nn.Module):
         return [cast(EncoderLayer, layer) for layer in self.blocks.layers]
 
     def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        check_tensor(ids, "ids", ndim=2, floating=False)
-        if cache is not None and len(cache.layers) != len(self.layers):
-            raise ValueError(f"cache has {len(cache.layers)} layers, the model has {len(self.layers)} blocks")
-        start = 0 if cache is None else cache.length
+        self._check_inputs(ids, cache)
+        start = 0 if cache is None else cache.length  # the position of ids' first token
         length = start + ids.shape[1]
-        if ids.shape[1] == 0:
-            raise ValueError("ids is empty: expected shape (B, T) with T >= 1")
-        if length > self.max_len:
-            raise ValueError(f"{length} positions exceed max_len={self.max_len}: shorten ids or build a larger model")
-        if int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size:
-            raise ValueError(f"ids must lie in [0, {self.vocab_size - 1}], got [{int(ids.min())}, {int(ids.max())}]")
         x = self.positions(self.token_embedding(ids), offset=start)
         # Rows start.. of the causal mask: each new position sees the cached ones and itself, nothing later.
         mask = causal_mask(length, device=ids.device)[start:]
@@ -101,6 +99,17 @@ class GPT(nn.Module):
                 x = cached_block(layer, x, mask, layer_cache)
             x = self.blocks.norm(x)
         return self.lm_head(x)
+
+    def _check_inputs(self, ids, cache: KVCache | None) -> None:
+        check_tensor(ids, "ids", ndim=2, floating=False)
+        if ids.shape[1] == 0:
+            raise ValueError("ids is empty: expected shape (B, T) with T >= 1")
+        check_token_ids(ids, "ids", self.vocab_size)
+        if cache is not None and len(cache.layers) != len(self.layers):
+            raise ValueError(f"cache has {len(cache.layers)} layers, the model has {len(self.layers)} blocks")
+        length = ids.shape[1] + (0 if cache is None else cache.length)
+        if length > self.max_len:
+            raise ValueError(f"{length} positions exceed max_len={self.max_len}: shorten ids or build a larger model")
 
     def new_cache(self) -> KVCache:
         """An empty KV cache with one entry per block."""
@@ -164,8 +173,7 @@ def _check_generate_args(model, ids, max_new_tokens, temperature, top_k, top_p, 
     check_tensor(ids, "ids", ndim=2, floating=False)
     if ids.shape[1] == 0:
         raise ValueError("ids is empty: the prompt needs at least one token (e.g. <bos>), shape (B, T >= 1)")
-    if int(ids.min()) < 0 or int(ids.max()) >= model.vocab_size:
-        raise ValueError(f"ids must lie in [0, {model.vocab_size - 1}], got [{int(ids.min())}, {int(ids.max())}]")
+    check_token_ids(ids, "ids", model.vocab_size)
     check_positive_int(max_new_tokens, "max_new_tokens")
     if ids.shape[1] > model.max_len:
         raise ValueError(f"ids has {ids.shape[1]} positions, longer than the model's max_len={model.max_len}")
