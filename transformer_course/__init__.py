@@ -4,11 +4,13 @@
 
 Modules in chapter order (each imports only earlier ones): mlp, attention, masks, multihead, ffn,
 norm, residual, embedding, interop (copying PyTorch's layers), encoder, decoder, model, efficient (appendix A:
-the fused kernel and the KV cache, which decoding uses), decoding, training, data, checkpoint.
+the fused kernel and the KV cache, which decoding uses), decoding, training, data, checkpoint; then
+grammar (a language whose best possible loss is known), gpt (chapter 14) and bert (chapter 15).
 Tensors are batch-first (B, T, D); masks are bool with True = may attend.
 """
 
 from .attention import scaled_dot_product_attention
+from .bert import BERT, BERTClassifier, mask_tokens
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .data import POST1_PAIRS, Batch, ParallelCorpus, Vocab, make_batch
 from .decoder import Decoder, DecoderLayer
@@ -17,6 +19,7 @@ from .efficient import KVCache, fused_attention, keep_attention_weights
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from .encoder import Encoder, EncoderLayer
 from .ffn import PositionwiseFeedForward
+from .gpt import GPT, generate
 from .masks import causal_mask, combine_masks, from_hide_mask, from_keep_mask, padding_mask
 from .mlp import MLP, collapse_linear
 from .model import Transformer, TransformerConfig, count_parameters, summary
@@ -52,4 +55,6 @@ __all__ = [
     "noam_lr", "noam_scheduler", "LabelSmoothingLoss", "fit", "History", "set_seed", "get_device", "set_threads",
     "Vocab", "ParallelCorpus", "Batch", "make_batch", "POST1_PAIRS",
     "Checkpoint", "save_checkpoint", "load_checkpoint",
+    "GPT", "generate",
+    "BERT", "BERTClassifier", "mask_tokens",
 ]  # fmt: skip

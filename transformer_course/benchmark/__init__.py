@@ -10,9 +10,11 @@ Sections: `attention` (the teaching path against the fused kernel), `multihead` 
 against `torch.nn.MultiheadAttention`), `decoding` (greedy decoding with and without the KV cache),
 `memory` (peak memory as the length doubles), `copy` (The Annotated Transformer's copy task, trained
 until it is solved), `post1` and `translation` (how fast chapter 12's models learn post 1's five pairs
-and the generated corpus); `compile` (torch.compile against eager mode) runs only when named,
-because compiling takes minutes. Each is a function that returns a `Table`, rows of plain numbers with
-the shapes and the method in its notes, which `main` prints and the appendix notebook plots.
+and the generated corpus), `gpt_training` and `gpt_sampling` (chapter 14's GPT: how close to the known
+floor it gets and how fast, and sampling with and without the KV cache); `compile` (torch.compile against
+eager mode) runs only when named, because compiling takes minutes. Each is a function that returns a
+`Table`, rows of plain numbers with the shapes and the method in its notes, which `main` prints and the
+appendix notebook plots.
 
 How the timings are taken: all variants of a comparison run in one process, interleaved (A B A B ...,
 the order rotated every round), so a burst of background load hits them alike; each variant first
@@ -31,10 +33,11 @@ from ._copy_task import COPY_CONFIGS, CopyTask, copy_accuracy, copy_task
 from ._core import MiB, Table, environment, peak_memory, time_variants
 from ._decoding import decoding
 from ._figures import figure
+from ._language_models import gpt_sampling, gpt_training
 from ._translation import post1_pairs, translation
 
 __all__ = [
     "COPY_CONFIGS", "FUNCTIONS", "MiB", "OPTIONAL_SECTIONS", "QUICK", "SECTIONS", "CopyTask", "Table", "attention",
-    "choose_threads", "compiled", "copy_accuracy", "copy_task", "decoding", "environment", "figure", "main",
-    "memory", "multihead", "peak_memory", "post1_pairs", "run", "time_variants", "translation",
+    "choose_threads", "compiled", "copy_accuracy", "copy_task", "decoding", "environment", "figure", "gpt_sampling",
+    "gpt_training", "main", "memory", "multihead", "peak_memory", "post1_pairs", "run", "time_variants", "translation",
 ]  # fmt: skip

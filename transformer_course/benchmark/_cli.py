@@ -15,9 +15,11 @@ from ._copy_task import copy_task
 from ._core import Table, environment, resolve_device
 from ._decoding import decoding
 from ._figures import figure
+from ._language_models import gpt_sampling, gpt_training
 from ._translation import post1_pairs, translation
 
-SECTIONS = ("attention", "multihead", "decoding", "memory", "copy", "post1", "translation")
+SECTIONS = ("attention", "multihead", "decoding", "memory", "copy", "post1", "translation", "gpt_training",
+            "gpt_sampling")  # fmt: skip
 OPTIONAL_SECTIONS = ("compile",)  # run only when named with --only: compiling takes minutes
 FUNCTIONS: dict[str, Callable[..., Table]] = {
     "attention": attention,
@@ -27,6 +29,8 @@ FUNCTIONS: dict[str, Callable[..., Table]] = {
     "copy": copy_task,
     "post1": post1_pairs,
     "translation": translation,
+    "gpt_training": gpt_training,
+    "gpt_sampling": gpt_sampling,
     "compile": compiled,
 }
 QUICK: dict[str, dict[str, object]] = {
@@ -37,6 +41,8 @@ QUICK: dict[str, dict[str, object]] = {
     "copy": dict(),
     "post1": dict(seeds=1),
     "translation": dict(seeds=1),
+    "gpt_training": dict(steps=200, eval_every=50, seeds=1),
+    "gpt_sampling": dict(batch_sizes=(1, 4), new_tokens=(16, 32), d_model=64, d_ff=256, n_layers=2, repeats=1),
     "compile": dict(length=64, repeats=3, warmup=1),
 }
 

@@ -113,6 +113,18 @@ def _paired_bars(ax, names: list[str], before: tuple, after: tuple, after_labels
     ax.legend(fontsize="small")
 
 
+def _plot_gpt_training(fig, table: Table) -> None:
+    from ._language_models import plot_gpt_training
+
+    plot_gpt_training(fig, table)
+
+
+def _plot_gpt_sampling(fig, table: Table) -> None:
+    from ._language_models import plot_gpt_sampling
+
+    plot_gpt_sampling(fig, table)
+
+
 PLOTS = {
     "attention": _plot_attention,
     "multihead": _plot_multihead,
@@ -120,4 +132,6 @@ PLOTS = {
     "memory": _plot_memory,
     "copy": _plot_copy,
     "compile": _plot_compile,
+    "gpt_training": _plot_gpt_training,
+    "gpt_sampling": _plot_gpt_sampling,
 }

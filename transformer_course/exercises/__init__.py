@@ -41,6 +41,8 @@ CHAPTER_MODULES = (
     "decoder",  # chapter 10
     "model",  # chapter 11
     "decoding",  # chapter 12
+    "gpt",  # chapter 14
+    "bert",  # chapter 15
 )
 for _name in CHAPTER_MODULES:
     importlib.import_module(f"{__name__}.{_name}")

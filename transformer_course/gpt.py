@@ -1,0 +1,333 @@
+"""Chapter 14: a decoder-only language model (GPT, 仅解码器语言模型) and sampling from it.
+
+    ids (B, T) ─ embedding + learned positions ─ N × [pre-LN block, causal mask] ─ LayerNorm ─ ·Eᵀ ─ logits (B, T, V)
+
+GPT keeps one half of the Transformer: a stack of self-attention + feed-forward blocks whose causal mask
+lets position t see positions 0..t only. Without an encoder there is no cross-attention, so each block
+is exactly the package's `EncoderLayer` run with a causal mask (pre-LN and GELU, as in GPT-2). The
+logits at position t predict token t + 1: the model is trained on the sequence against itself shifted by
+one position (causal language modelling, 因果语言建模), and generates by sampling one token at a time.
+
+The output projection reuses the token embedding matrix E (weight tying, 权重共享), as in GPT-2.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import cast
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._validate import check_positive_int, check_tensor
+from .efficient import KVCache, LayerCache, cached_self_attention
+from .embedding import LearnedPositionalEncoding
+from .encoder import Encoder, EncoderLayer
+from .masks import causal_mask
+from .training import History
+
+
+def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
+    """A ValueError naming `name` unless every id of the tensor lies in [0, vocab_size)."""
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(f"{name} must lie in [0, {vocab_size - 1}], got [{int(ids.min())}, {int(ids.max())}]")
+
+
+class GPT(nn.Module):
+    """A GPT-style language model. forward(ids (B, T)) -> logits (B, T, vocab_size); logits[:, t] predict ids[:, t + 1].
+
+    With a `cache` (from `new_cache()`), ids holds only the positions after the cached ones, and only
+    their logits are computed; the cache then holds their keys and values too.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 256,
+        n_heads: int = 4,
+        n_layers: int = 4,
+        d_ff: int = 1024,
+        max_len: int = 256,
+        dropout: float = 0.1,
+    ):
+        super().__init__()
+        check_positive_int(vocab_size, "vocab_size")
+        check_positive_int(max_len, "max_len")
+        self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
+                           max_len=max_len, dropout=dropout)  # fmt: skip
+        self.vocab_size, self.max_len = vocab_size, max_len
+        # No √d_model scaling (unlike chapter 8's TokenEmbedding): GPT-2 adds the raw embedding to the positions.
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.positions = LearnedPositionalEncoding(d_model, max_len, dropout)
+        # Pre-LN blocks, and the final LayerNorm that pre-LN needs: tc.Encoder with norm_first=True.
+        self.blocks = Encoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first=True, activation="gelu")
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.token_embedding.weight  # tied: one matrix reads and writes tokens
+        self._init_weights(n_layers)
+
+    def _init_weights(self, n_layers: int) -> None:
+        # GPT-2's initialisation: N(0, 0.02) everywhere, zero biases, and the two projections that write
+        # into the residual stream scaled by 1/√(2 · n_layers), so the stream's variance does not grow with depth.
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        for layer in self.layers:
+            for projection in (layer.self_attn.w_o, layer.ffn.w_2):
+                nn.init.normal_(projection.weight, std=0.02 / math.sqrt(2 * n_layers))
+
+    @property
+    def layers(self) -> list[EncoderLayer]:
+        """The blocks, in order."""
+        return [cast(EncoderLayer, layer) for layer in self.blocks.layers]
+
+    def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        self._check_inputs(ids, cache)
+        start = 0 if cache is None else cache.length  # the position of ids' first token
+        length = start + ids.shape[1]
+        x = self.positions(self.token_embedding(ids), offset=start)
+        # Rows start.. of the causal mask: each new position sees the cached ones and itself, nothing later.
+        mask = causal_mask(length, device=ids.device)[start:]
+        if cache is None:
+            x = self.blocks(x, mask)
+        else:
+            for layer, layer_cache in zip(self.layers, cache.layers):
+                x = cached_block(layer, x, mask, layer_cache)
+            x = self.blocks.norm(x)
+        return self.lm_head(x)
+
+    def _check_inputs(self, ids, cache: KVCache | None) -> None:
+        check_tensor(ids, "ids", ndim=2, floating=False)
+        if ids.shape[1] == 0:
+            raise ValueError("ids is empty: expected shape (B, T) with T >= 1")
+        check_token_ids(ids, "ids", self.vocab_size)
+        if cache is not None and len(cache.layers) != len(self.layers):
+            raise ValueError(f"cache has {len(cache.layers)} layers, the model has {len(self.layers)} blocks")
+        length = ids.shape[1] + (0 if cache is None else cache.length)
+        if length > self.max_len:
+            raise ValueError(f"{length} positions exceed max_len={self.max_len}: shorten ids or build a larger model")
+
+    def new_cache(self) -> KVCache:
+        """An empty KV cache with one entry per block."""
+        return KVCache(len(self.layers))
+
+
+def cached_block(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor, cache: LayerCache) -> torch.Tensor:
+    """`EncoderLayer.forward` on the new positions x (B, t, D) only, its self-attention reading and filling `cache`."""
+    x = layer.sublayers[0](x, lambda y: cached_self_attention(layer.self_attn, y, mask, cache))
+    return layer.sublayers[1](x, layer.ffn)
+
+
+# ----------------------------------------------------------------------------------------- sampling
+
+
+def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the k largest logits of each row (..., V); the others become -inf, so they get probability 0.
+
+    Tokens tied with the k-th largest logit are kept too.
+    """
+    k = min(k, logits.shape[-1])
+    kth_largest = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
+def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filtering: keep the smallest set of most likely tokens whose probabilities sum to at least p."""
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    # Drop a token when the tokens before it already reach p: the most likely token always stays.
+    drop_sorted = cumulative - sorted_logits.softmax(dim=-1) >= p
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to the vocabulary's order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One token per row from logits (B, V): (B, 1) ids. temperature 0 takes the argmax (greedy decoding).
+
+    The logits are divided by the temperature, then filtered by top-k and top-p, then sampled.
+    """
+    if temperature == 0:
+        # Greedy: the limit of temperature -> 0. Dividing by 0 would give inf - inf = NaN probabilities.
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits.float() / temperature
+    if top_k is not None:
+        logits = top_k_logits(logits, top_k)
+    if top_p is not None and top_p < 1:  # p = 1 keeps every token
+        logits = top_p_logits(logits, top_p)
+    return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
+
+
+def _check_generate_args(model, ids, max_new_tokens, temperature, top_k, top_p, generator) -> None:
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a transformer_course.GPT, got {type(model).__name__}")
+    check_tensor(ids, "ids", ndim=2, floating=False)
+    if ids.shape[1] == 0:
+        raise ValueError("ids is empty: the prompt needs at least one token (e.g. <bos>), shape (B, T >= 1)")
+    check_token_ids(ids, "ids", model.vocab_size)
+    check_positive_int(max_new_tokens, "max_new_tokens")
+    if ids.shape[1] > model.max_len:
+        raise ValueError(f"ids has {ids.shape[1]} positions, longer than the model's max_len={model.max_len}")
+    if ids.shape[1] + max_new_tokens > model.max_len:
+        raise ValueError(
+            f"ids ({ids.shape[1]} positions) + max_new_tokens={max_new_tokens} exceed the model's "
+            f"max_len={model.max_len}: generate fewer tokens or shorten the prompt"
+        )
+    for name, value in (("temperature", temperature), ("top_p", top_p)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature={temperature!r} must be a finite number >= 0 (0 = greedy)")
+    if top_k is not None:
+        check_positive_int(top_k, "top_k")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p={top_p!r} must be in (0, 1]")
+    if generator is not None:
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if generator.device.type != ids.device.type:
+            raise ValueError(f"generator is on {generator.device.type} but ids on {ids.device.type}: use one device")
+
+
+@torch.no_grad()
+def generate(
+    model: GPT,
+    ids: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    use_cache: bool = True,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Continue each prompt of ids (B, T) by max_new_tokens sampled tokens: (B, T + max_new_tokens).
+
+    temperature=0 is greedy decoding; top_k / top_p restrict sampling to the most likely tokens.
+    With a seeded `generator` the samples are reproducible; the KV cache (use_cache=True) changes the
+    work, never the tokens. Every argument is checked before any work is done. Runs in eval mode.
+    """
+    _check_generate_args(model, ids, max_new_tokens, temperature, top_k, top_p, generator)
+    was_training = model.training
+    model.eval()
+    try:
+        cache = model.new_cache() if use_cache else None
+        logits = model(ids, cache)[:, -1]  # the prompt in one pass; its last position predicts the next token
+        for step in range(max_new_tokens):
+            next_token = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
+            ids = torch.cat([ids, next_token], dim=1)
+            if step + 1 < max_new_tokens:
+                # With the cache only the new token goes in; without it the whole sequence is recomputed.
+                logits = (model(next_token, cache) if use_cache else model(ids))[:, -1]
+    finally:
+        model.train(was_training)
+    return ids
+
+
+# ----------------------------------------------------------------------------------------- training
+
+
+def lm_loss(logits: torch.Tensor, ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """The causal language-model loss: the mean cross-entropy of logits (B, T - 1, V) against ids[:, 1:].
+
+    logits are the model's outputs on ids[:, :-1] (B, T): position t predicts token t + 1. Padding
+    targets count for nothing, so the mean is over the real tokens only.
+    """
+    targets = ids[:, 1:]  # (B, T - 1): the inputs shifted left by one position
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id)  # (B·(T-1), V)
+
+
+@torch.no_grad()
+def evaluate_lm(model: GPT, ids: torch.Tensor, pad_id: int, batch_size: int = 1024) -> float:
+    """The mean loss per predicted token over the rows of ids (B, T), padding not counted; in eval mode."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    try:
+        for rows in ids.split(batch_size):
+            logits = model(rows[:, :-1])
+            targets = rows[:, 1:]
+            total += float(
+                F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id, reduction="sum")
+            )
+            count += int((targets != pad_id).sum())
+    finally:
+        model.train(was_training)
+    return total / count
+
+
+def warmup_cosine(step: int, steps: int, warmup: int) -> float:
+    """The learning-rate factor at `step` (0-based): linear warm-up over `warmup` steps, then a cosine to 0."""
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
+def train_steps(
+    model: nn.Module,
+    step_loss: Callable[[], torch.Tensor],
+    steps: int,
+    lr: float = 1e-3,
+    warmup: int = 50,
+    weight_decay: float = 0.01,
+    evaluate: Callable[[], float] | None = None,
+    eval_every: int = 100,
+) -> History:
+    """`steps` AdamW steps on `step_loss()`, the loss of a fresh batch; warm-up then cosine decay, gradients clipped.
+
+    `evaluate()` runs every `eval_every` steps and after the last; the model is left in eval mode.
+    """
+    check_positive_int(steps, "steps")
+    check_positive_int(eval_every, "eval_every")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, steps, warmup))
+    history = History()
+    start = time.perf_counter()
+    model.train()
+    for step in range(1, steps + 1):
+        loss = step_loss()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        history.lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+        history.losses.append(loss.item())
+        history.steps = step
+        if evaluate is not None and (step % eval_every == 0 or step == steps):
+            history.evals.append((step, float(evaluate())))
+            model.train()  # evaluate() may have switched to eval mode
+    model.eval()
+    history.seconds = time.perf_counter() - start
+    return history
+
+
+def train_lm(
+    model: GPT,
+    batches: Callable[[], torch.Tensor],
+    steps: int,
+    pad_id: int,
+    lr: float = 3e-3,
+    warmup: int = 50,
+    evaluate: Callable[[], float] | None = None,
+    eval_every: int = 100,
+) -> History:
+    """Train `model` as a causal language model on `batches()`, a function returning fresh (B, T) ids.
+
+    Each step reads ids[:, :-1] and predicts ids[:, 1:] (`lm_loss`). Returns the History of `train_steps`.
+    """
+    device = next(model.parameters()).device
+
+    def step_loss() -> torch.Tensor:
+        ids = batches().to(device)
+        return lm_loss(model(ids[:, :-1]), ids, pad_id)
+
+    return train_steps(model, step_loss, steps, lr, warmup, 0.0, evaluate, eval_every)
