@@ -160,7 +160,8 @@ def bare_runs(request, bare_python, install_cell_run, wheel, tmp_path_factory):
     selected = [
         item.callspec.params["path"]
         for item in request.session.items
-        if item.originalname == "test_notebook_runs_alone_in_a_bare_kernel"
+        # nbval's notebook cells are items too, without `originalname`.
+        if getattr(item, "originalname", None) == "test_notebook_runs_alone_in_a_bare_kernel"
     ]
     folders = {path: tmp_path_factory.mktemp(path.stem) for path in selected}
 

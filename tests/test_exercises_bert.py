@@ -135,24 +135,29 @@ def masking_probability_per_sentence(ids, mask_id, vocab_size, p, special_ids, g
     return ids.masked_fill(picked, mask_id), ids.masked_fill(~picked, -100)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (masking_everything_picked, "always_mask", "80 %"),
-        (masking_one_draw, "always_mask", "second random number"),
-        (masking_twenty_percent_random, "no_unchanged", "keep their own token"),
-        (masking_with_specials, "specials_picked", "special tokens"),
-        (masking_labels_everywhere, "labels_everywhere", "-100"),
-        (masking_labels_zero, "labels_zero", "<pad>"),
-        (masking_labels_from_inputs, "labels_are_inputs", "*new* input"),
-        (masking_labels_changed_only, "unchanged_not_labelled", "kept their token"),
-        (masking_random_from_whole_vocabulary, "random_specials", "ordinary tokens"),
-        (masking_in_place, "in_place", "changed ids in place"),
-        (masking_global_generator, "ignores_generator", "generator=generator"),
-        (masking_returns_inputs_only, None, "return the pair (inputs, labels)"),
-        (masking_probability_per_sentence, None, "picked -> <mask>"),
-    ],
-)
+# {checker name: [(wrong answer, expected mistake key or None, words of the diagnosis)]}: every exercise
+# has at least ten (tests/test_exercises.py counts them).
+WRONG_ANSWERS: dict[str, list] = {}
+
+
+WRONG_ANSWERS["mask_tokens"] = [
+    (masking_everything_picked, "always_mask", "80 %"),
+    (masking_one_draw, "always_mask", "second random number"),
+    (masking_twenty_percent_random, "no_unchanged", "keep their own token"),
+    (masking_with_specials, "specials_picked", "special tokens"),
+    (masking_labels_everywhere, "labels_everywhere", "-100"),
+    (masking_labels_zero, "labels_zero", "<pad>"),
+    (masking_labels_from_inputs, "labels_are_inputs", "*new* input"),
+    (masking_labels_changed_only, "unchanged_not_labelled", "kept their token"),
+    (masking_random_from_whole_vocabulary, "random_specials", "ordinary tokens"),
+    (masking_in_place, "in_place", "in place"),
+    (masking_global_generator, "nondeterministic", "generator=generator"),
+    (masking_returns_inputs_only, None, "return the pair (inputs, labels)"),
+    (masking_probability_per_sentence, None, "picked -> <mask>"),
+]
+
+
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["mask_tokens"])
 def test_mask_tokens_mistakes_are_named(reader, mistake, words):
     result = check.mask_tokens(reader)
     assert not result.passed
@@ -224,22 +229,22 @@ def mlm_transposed_correctly(logits, labels):
     return F.cross_entropy(logits.transpose(1, 2), labels)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (mlm_mean_over_every_position, "mean_over_every_position", "counted in the mean"),
-        (mlm_summed, "sum", "not their mean"),
-        (mlm_log_by_hand_summed, "sum", "not their mean"),
-        (mlm_per_sentence, "mean_of_row_means", "each sentence's mean"),
-        (mlm_ignore_padding_id, "ignore_index_zero", "ignore_index=0"),
-        (mlm_counting_zero_labels_as_unpicked, "zero_label_skipped", "0 is a token id"),
-        (mlm_softmax_first, "softmax_first", "before F.cross_entropy"),
-        (mlm_nll_of_logits, "nll_of_logits", "log-probabilities"),
-        (mlm_probabilities, "probability_not_log", "-log p"),
-        (mlm_without_flattening, None, "raised"),
-        (mlm_per_position, None, "the loss is one number"),
-    ],
-)
+WRONG_ANSWERS["mlm_loss"] = [
+    (mlm_mean_over_every_position, "mean_over_every_position", "counted in the mean"),
+    (mlm_summed, "sum", "not their mean"),
+    (mlm_log_by_hand_summed, "sum", "not their mean"),
+    (mlm_per_sentence, "mean_of_row_means", "each sentence's mean"),
+    (mlm_ignore_padding_id, "ignore_index_zero", "ignore_index=0"),
+    (mlm_counting_zero_labels_as_unpicked, "zero_label_skipped", "0 is a token id"),
+    (mlm_softmax_first, "softmax_first", "before F.cross_entropy"),
+    (mlm_nll_of_logits, "nll_of_logits", "log-probabilities"),
+    (mlm_probabilities, "probability_not_log", "-log p"),
+    (mlm_without_flattening, None, "raised"),
+    (mlm_per_position, None, "the loss is one number"),
+]
+
+
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["mlm_loss"])
 def test_mlm_loss_mistakes_are_named(reader, mistake, words):
     result = check.mlm_loss(reader)
     assert not result.passed

@@ -97,23 +97,28 @@ def loss_per_position(logits, ids, pad_id):
     return F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], ignore_index=pad_id, reduction="none")
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (loss_unshifted, "no_shift", "targets are not shifted"),
-        (loss_shifting_logits_too, "shifted_twice", "shifted by two positions"),
-        (loss_counting_padding, "padding_counted", "ignore_index=pad_id"),
-        (loss_with_pad_zero, "pad_id_hardcoded", "not the number 0"),
-        (loss_summed, "sum", "sum of the losses"),
-        (loss_masked_by_hand, "mean_over_padding_too", "counted in the mean"),
-        (loss_per_sentence, "mean_of_sentence_means", "each sentence's mean"),
-        (loss_of_probabilities, "softmax_first", "before F.cross_entropy"),
-        (loss_in_bits, "bits", "in bits"),
-        (loss_nll_of_logits, "nll_of_logits", "expects log-probabilities"),
-        (loss_without_flattening, None, "raised"),
-        (loss_per_position, None, "the loss is one number"),
-    ],
-)
+# {checker name: [(wrong answer, expected mistake key or None, words of the diagnosis)]}: every exercise
+# has at least ten (tests/test_exercises.py counts them).
+WRONG_ANSWERS: dict[str, list] = {}
+
+
+WRONG_ANSWERS["lm_loss"] = [
+    (loss_unshifted, "no_shift", "targets are not shifted"),
+    (loss_shifting_logits_too, "shifted_twice", "shifted by two positions"),
+    (loss_counting_padding, "padding_counted", "ignore_index=pad_id"),
+    (loss_with_pad_zero, "pad_id_hardcoded", "not the number 0"),
+    (loss_summed, "sum", "sum of the losses"),
+    (loss_masked_by_hand, "mean_over_padding_too", "counted in the mean"),
+    (loss_per_sentence, "mean_of_sentence_means", "each sentence's mean"),
+    (loss_of_probabilities, "softmax_first", "before F.cross_entropy"),
+    (loss_in_bits, "bits", "in bits"),
+    (loss_nll_of_logits, "nll_of_logits", "expects log-probabilities"),
+    (loss_without_flattening, None, "raised"),
+    (loss_per_position, None, "the loss is one number"),
+]
+
+
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["lm_loss"])
 def test_lm_loss_mistakes_are_named(reader, mistake, words):
     result = check.lm_loss(reader)
     assert not result.passed
@@ -184,21 +189,21 @@ def top_k_large_negative(logits, k):
     return logits.masked_fill(logits < kth, -1e9)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (top_k_strict, "keeps_k_minus_1", "one token too few"),
-        (top_k_smallest, "smallest_k", "smallest"),
-        (top_k_zeros, "zero_fill", "set to 0"),
-        (top_k_slice, "first_k_ids", "first k token ids"),
-        (top_k_batch_threshold, "first_row_threshold", "first row's"),
-        (top_k_softmax, "returns_probabilities", "returned probabilities"),
-        (top_k_unclamped, "no_clamp", "clamp it first"),
-        (top_k_nanogpt_style, "in_place", "in place"),
-        (top_k_index_mask, None, "wrong probabilities"),
-        (top_k_returns_indices, None, "shape"),
-    ],
-)
+WRONG_ANSWERS["top_k_filter"] = [
+    (top_k_strict, "keeps_k_minus_1", "one token too few"),
+    (top_k_smallest, "smallest_k", "smallest"),
+    (top_k_zeros, "zero_fill", "set to 0"),
+    (top_k_slice, "first_k_ids", "first k token ids"),
+    (top_k_batch_threshold, "first_row_threshold", "first row's"),
+    (top_k_softmax, "returns_probabilities", "returned probabilities"),
+    (top_k_unclamped, "no_clamp", "clamp it first"),
+    (top_k_nanogpt_style, "in_place", "in place"),
+    (top_k_index_mask, None, "wrong probabilities"),
+    (top_k_returns_indices, None, "shape"),
+]
+
+
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["top_k_filter"])
 def test_top_k_mistakes_are_named(reader, mistake, words):
     result = check.top_k_filter(reader)
     assert not result.passed
@@ -294,23 +299,23 @@ def top_p_renormalised_probabilities(logits, p):
     return kept / kept.sum(dim=-1, keepdim=True)
 
 
-@pytest.mark.parametrize(
-    ("reader", "mistake", "words"),
-    [
-        (top_p_drops_crossing, "drops_crossing_token", "makes the sum reach p"),
-        (top_p_min_one_token_forgotten, "drops_crossing_token", "at least"),
-        (top_p_unsorted, "not_sorted", "vocabulary's order"),
-        (top_p_ascending, "ascending", "least likely first"),
-        (top_p_sorted_result, "not_unsorted", "sorted order"),
-        (top_p_gather_back, "gather_instead_of_scatter", "gather"),
-        (top_p_cumsum_logits, "cumsum_of_logits", "over the logits"),
-        (top_p_inverted, "keeps_the_tail", "inverted"),
-        (top_p_zeros, "zero_fill", "set to 0"),
-        (top_p_threshold, "own_probability", "its own probability"),
-        (top_p_in_place, "in_place", "in place"),
-        (top_p_renormalised_probabilities, "returns_probabilities", "returned probabilities"),
-    ],
-)
+WRONG_ANSWERS["top_p_filter"] = [
+    (top_p_drops_crossing, "drops_crossing_token", "makes the sum reach p"),
+    (top_p_min_one_token_forgotten, "drops_crossing_token", "at least"),
+    (top_p_unsorted, "not_sorted", "vocabulary's order"),
+    (top_p_ascending, "ascending", "least likely first"),
+    (top_p_sorted_result, "not_unsorted", "sorted order"),
+    (top_p_gather_back, "gather_instead_of_scatter", "gather"),
+    (top_p_cumsum_logits, "cumsum_of_logits", "over the logits"),
+    (top_p_inverted, "keeps_the_tail", "inverted"),
+    (top_p_zeros, "zero_fill", "set to 0"),
+    (top_p_threshold, "own_probability", "its own probability"),
+    (top_p_in_place, "in_place", "in place"),
+    (top_p_renormalised_probabilities, "returns_probabilities", "returned probabilities"),
+]
+
+
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["top_p_filter"])
 def test_top_p_mistakes_are_named(reader, mistake, words):
     result = check.top_p_filter(reader)
     assert not result.passed
