@@ -6,6 +6,7 @@ variants the checkers use to recognise the mistakes.
 
 import pytest
 import torch
+from exercise_cases import ARGNAMES, wrong_answer_cases
 
 import transformer_course as tc
 from transformer_course.exercises import check, solutions
@@ -274,12 +275,9 @@ WRONG_ANSWERS = {
         (step_without_scores_returned, None, "expected 3 values"),
     ],
 }
-CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
 
 
-@pytest.mark.parametrize(
-    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES)]
-)
+@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
 def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
     result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result

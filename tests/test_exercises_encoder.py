@@ -6,6 +6,7 @@ The wrong answers are written the way a reader might write them, independently o
 import pytest
 import torch
 import torch.nn.functional as F
+from exercise_cases import ARGNAMES, wrong_answer_cases
 
 import transformer_course as tc
 from transformer_course.exercises import check, solutions
@@ -126,12 +127,9 @@ WRONG_ANSWERS = {
         (last_position_only, None, "returned shape (2, 8) on 2 padded sentences"),
     ],
 }
-CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
 
 
-@pytest.mark.parametrize(
-    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
-)
+@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
 def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
     result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result

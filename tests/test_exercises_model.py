@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from exercise_cases import ARGNAMES, wrong_answer_cases
 
 import transformer_course as tc
 from transformer_course.exercises import check, solutions
@@ -99,12 +100,9 @@ WRONG_ANSWERS = {
         ),
     ],
 }
-CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
 
 
-@pytest.mark.parametrize(
-    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES)]
-)
+@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
 def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
     result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result

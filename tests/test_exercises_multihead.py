@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from exercise_cases import ARGNAMES, wrong_answer_cases
 
 import transformer_course as tc
 from transformer_course.exercises import check, solutions
@@ -271,12 +272,9 @@ WRONG_ANSWERS = {
         (mha_w_o_before_merge, None, "raised RuntimeError"),
     ],
 }
-CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
 
 
-@pytest.mark.parametrize(
-    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
-)
+@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
 def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
     result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result

@@ -7,6 +7,7 @@ variants the checkers use to recognise the mistakes.
 import pytest
 import torch
 import torch.nn.functional as F
+from exercise_cases import ARGNAMES, wrong_answer_cases
 from torch import nn
 
 import transformer_course as tc
@@ -194,12 +195,9 @@ WRONG_ANSWERS = {
         (rms_sum_of_squares, None, "wrong values on a (2, 3, 8) batch"),
     ],
 }
-CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
 
 
-@pytest.mark.parametrize(
-    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
-)
+@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
 def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
     result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result

@@ -9,6 +9,7 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
+from exercise_cases import ARGNAMES, wrong_answer_cases
 from torch import nn
 
 import transformer_course as tc
@@ -193,12 +194,9 @@ WRONG_ANSWERS = {
         (warmup_in_percent, None, "returned 0.01 on step 1 of a 100-step warm-up, expected 0.0001"),
     ],
 }
-CASES = [(name, *row) for name, rows in WRONG_ANSWERS.items() for row in rows]
 
 
-@pytest.mark.parametrize(
-    ("name", "reader", "mistake", "words"), CASES, ids=[f"{c[0]}-{c[1].__name__}-{c[2]}" for c in CASES]
-)
+@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
 def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
     result = getattr(check, name)(reader)
     assert not result.passed and result.mistake == mistake and words in result.message, result

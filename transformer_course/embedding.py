@@ -37,8 +37,8 @@ class TokenEmbedding(nn.Module):
     """Token ids (B, T) -> vectors (B, T, d_model), multiplied by √d_model as in the paper §3.4.
 
     The paper gives neither a reason for the factor nor an initialisation; with the package's
-    Xavier-initialised (possibly tied) matrix, the factor brings the token vectors to the size of
-    the positional encodings (chapter 8).
+    Xavier-initialised (possibly tied) matrix, the factor brings the token vectors to the order of size of
+    the positional encodings (chapter 8 measures it).
     """
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = None):
@@ -72,7 +72,8 @@ class PositionalEncoding(nn.Module):
         self.d_model = check_positive_int(d_model, "d_model")
         self.max_len = check_positive_int(max_len, "max_len")
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
-        # A buffer, not a parameter: it moves with .to(device) and is saved, but is never trained.
+        # A buffer, not a parameter: it moves with .to(device) and is never trained; persistent=False keeps
+        # it out of the state_dict, since the formula rebuilds it.
         self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model), persistent=False)
 
     def table(self, length: int, offset: int = 0) -> torch.Tensor:

@@ -143,7 +143,7 @@ class Language:
     def corrupt(self, sentence: str, generator: torch.Generator | None = None) -> str:
         """`sentence` with one word swapped for a confusable one so that the result is *not* in the language.
 
-        "he likes her" -> "he like her", "him likes her", "he likes herself", ...; drawn uniformly among
+        "he likes her" -> "he like her", "him likes her", "he likes she", ...; drawn uniformly among
         every such swap (reproducible with a seeded `generator`).
         """
         words = tokenize(sentence)

@@ -58,7 +58,7 @@ def get_device() -> torch.device:
 def set_threads(n: int | None = None) -> int:
     """Use `n` CPU threads (default: the number of cores), never more threads than cores.
 
-    More threads than cores makes PyTorch many times slower (measured: 25× on a 2-core machine).
+    More threads than cores can make PyTorch several times slower (25× in one of our runs on a loaded 2-core machine).
     Returns the number of threads now in use.
     """
     cores = os.cpu_count() or 1

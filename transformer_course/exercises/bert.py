@@ -1,7 +1,7 @@
 """Chapter 15 exercises: BERT's masking (`mask_tokens`) and the masked-language-model loss.
 
 A masking function is random, so its checker does not compare tensors with the package's: it runs the
-reader's function on a large batch (about 30,000 ordinary tokens, a seeded generator) and compares *facts*
+reader's function on a large batch (about 33,000 ordinary tokens, a seeded generator) and compares *facts*
 with those of `tc.mask_tokens`: the share of picked positions, the 80 / 10 / 10 split among them, specials
 never picked, labels -100 exactly at the unpicked positions, the original ids as labels, nothing else
 changed, the same output for the same seed, the input left alone. Each known wrong variant has its own set
@@ -42,7 +42,7 @@ _V, _MASK, _SPECIALS = 30, 3, (0, 1, 2, 3)
 
 
 def _masking_batch(rows: int = 600, length: int = 60, seed: int = 0) -> torch.Tensor:
-    """<cls> ordinary tokens <sep>, with padding at the end of one row in three."""
+    """<cls> ordinary tokens <sep>; in one row in three the last 10 positions are padding (no <sep>)."""
     ids = torch.randint(4, _V, (rows, length), generator=torch.Generator().manual_seed(seed))
     ids[:, 0] = 1
     ids[:, -1] = 2

@@ -101,8 +101,9 @@ _GREEDY_MISTAKES = (
         "one_pass",
         _one_pass,
         "this is post 1's test: <sos> <pad> <pad> ... goes through the decoder once and every position's "
-        "argmax is read. Each position then sees only <sos>, so it guesses the first word again ('NLP NLP "
-        "NLP'). Decode in a loop: predict one token, append it to ys, run the decoder again on the longer ys.",
+        "argmax is read. No position sees a word of the translation, only <sos> and padding, so each one "
+        "guesses blindly (post 1 got 'NLP NLP NLP NLP NLP'). Decode in a loop: predict one token, append it "
+        "to ys, run the decoder again on the longer ys.",
     ),
     Mistake(
         "first_position",

@@ -315,7 +315,7 @@ def check_top_k_filter(fn) -> Result:
         observe=_observe_filter,
         explain=_explain_filter,
         passed=f"passed all {len(cases)} cases (k = 1 to 20, one row to a 3-D batch): softmax of your result "
-        "equals gpt.top_k_logits', and the input is left unchanged",
+        "equals that of gpt.top_k_logits, and the input is left unchanged",
     )
 
 
@@ -435,5 +435,5 @@ def check_top_p_filter(fn) -> Result:
         observe=_observe_filter,
         explain=_explain_filter,
         passed=f"passed all {len(cases)} cases (p = 0.3 to 0.9, a crafted row where the crossing token matters, "
-        "batches): softmax of your result equals gpt.top_p_logits', and the input is left unchanged",
+        "batches): softmax of your result equals that of gpt.top_p_logits, and the input is left unchanged",
     )

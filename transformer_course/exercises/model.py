@@ -130,8 +130,8 @@ _MISTAKES = (
     Mistake(
         "generator_bias",
         _formula(generator_bias=True),
-        "the output projection has no bias in tc.Transformer (bias=False, as in post 1 and the paper's tied "
-        "version): leave out tgt_vocab_size.",
+        "the output projection has no bias in tc.Transformer (bias=False, as in post 1's "
+        "`projection`): leave out tgt_vocab_size.",
     ),
     Mistake(
         "heads_multiplied",
