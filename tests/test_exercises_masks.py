@@ -203,7 +203,7 @@ WRONG_ANSWERS = {
         (padding_in_place, "in_place", "changes its input `tokens` in place"),
         (padding_greater_than, None, "differs from the expected one at 2 of 8 entries on pad_id 1 (0 is a real token)"),
         (padding_without_return, None, "is the `return` missing?"),
-        (padding_expanded_over_queries, None, "returned shape (2, 1, 5, 5) on post 1's batch"),
+        (padding_expanded_over_queries, None, "returned shape (2, 1, 5, 5) on post 1's example"),
     ],
     "causal_mask": [
         (lambda n: torch.triu(torch.ones(n, n), diagonal=1).bool(), "inverted", "post 1's convention"),

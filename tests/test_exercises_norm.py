@@ -48,6 +48,10 @@ def ln_post_0(x, gamma, beta, eps=1e-5):
     return gamma * (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) + beta
 
 
+def ln_post_0_as_printed(x, gamma, beta, eps=1e-6):
+    return gamma * (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) + beta
+
+
 def ln_unbiased(x, gamma, beta, eps=1e-5):
     mu = x.mean(dim=-1, keepdim=True)
     return (x - mu) / (x.var(dim=-1, keepdim=True) + eps).sqrt() * gamma + beta
@@ -165,6 +169,7 @@ def rms_sum_of_squares(x, gamma, eps=1e-6):
 WRONG_ANSWERS = {
     "layer_norm": [
         (ln_post_0, "post_0", "post 0's LayerNorm"),
+        (ln_post_0_as_printed, "post_0", "post 0's LayerNorm"),
         (ln_unbiased, "unbiased_variance", "divided by D - 1"),
         (ln_eps_outside, "eps_outside_root", "outside the square root"),
         (ln_without_eps, "no_eps", "eps is missing"),

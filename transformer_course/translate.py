@@ -547,7 +547,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_train(_train_parser().parse_args(argv[1:]))
         return _cmd_translate(_translate_parser().parse_args(argv))
     except CLIError as e:
-        print(f"error: {e}", file=sys.stderr)
+        # One write per line: under torchrun every process reports the error to the same stream, and
+        # print's two writes (text, then newline) from two processes can interleave.
+        sys.stderr.write(f"error: {e}\n")
+        sys.stderr.flush()
         return e.code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

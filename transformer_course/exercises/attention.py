@@ -37,7 +37,7 @@ def _scores(q, k):
 
 _NO_SCALE = (
     "your weights match softmax(q kᵀ) without the scale: did you forget to divide by √d_k? "
-    "(d_k = q.shape[-1]; without it the softmax saturates as d_k grows, chapter 2, section 2.5)"
+    "(d_k = q.shape[-1]; without it the softmax saturates as d_k grows, chapter 2, section 2.6)"
 )
 _WRONG_AXIS = (
     "the columns sum to 1, not the rows: each query's weights over the keys form a row, so the softmax "

@@ -85,7 +85,8 @@ def check_padding_mask(fn) -> Result:
     """Check `fn(tokens, pad_id) -> (B, 1, 1, T)` bool against tc.padding_mask."""
     cases = [
         Case(
-            "post 1's batch [[1, 2, 3, 0, 0], [4, 5, 0, 0, 0]]", (torch.tensor([[1, 2, 3, 0, 0], [4, 5, 0, 0, 0]]), 0)
+            "post 1's example [1, 2, 3, 0, 0] and [4, 5, 0, 0, 0]",
+            (torch.tensor([[1, 2, 3, 0, 0], [4, 5, 0, 0, 0]]), 0),
         ),
         Case("a batch without padding", (torch.tensor([[5, 6, 7], [8, 9, 4]]), 0)),
         Case("pad_id 1 (0 is a real token)", (torch.tensor([[0, 3, 1, 1], [2, 0, 4, 1]]), 1)),

@@ -295,5 +295,6 @@ def check_make_mlp(fn) -> Result:
         _BUILD_MISTAKES,
         observe=_summarise_module,
         explain=_explain_module,
-        passed=f"passed all {len(cases)} cases: output shapes, parameter counts and non-linearity match tc.MLP",
+        passed=f"passed all {len(cases)} cases: output shapes, parameter counts, non-linearity and the sign of "
+        "the outputs match tc.MLP",
     )

@@ -52,6 +52,13 @@ _LAYER_NORM_MISTAKES = (
         "added outside the square root. torch.nn.LayerNorm divides by D and adds eps inside: "
         "(x - mean) / sqrt(var + eps) with var = ((x - mean) ** 2).mean(-1).",
     ),
+    Mistake(  # post 0 as printed, its default eps=1e-6 included
+        "post_0",
+        lambda x, g, b, eps=1e-6: _normalise(x, -1, unbiased=True, eps=eps, eps_inside=False) * g + b,
+        "this is post 0's LayerNorm: the unbiased standard deviation (x.std() divides by D - 1) and eps "
+        "added outside the square root. torch.nn.LayerNorm divides by D and adds eps inside: "
+        "(x - mean) / sqrt(var + eps) with var = ((x - mean) ** 2).mean(-1).",
+    ),
     Mistake(
         "unbiased_variance",
         lambda x, g, b, eps=1e-5: _normalise(x, -1, unbiased=True, eps=eps) * g + b,
