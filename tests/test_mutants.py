@@ -1,18 +1,12 @@
-"""The mutation run (tests/mutants.py) as part of the suite: every planted bug must be caught by a fast test.
+"""The mutation run's list (tests/mutants.py) stays true to the package; the run itself is a command.
 
-It runs in a subprocess, one mutant at a time, so that it leaves the other test worker its core: about two
-minutes of CPU for 69 mutants (measured on the 2-core development machine).
+`python tests/mutants.py` plants every mutant and expects a fast test to catch each. It is not part of the
+suite: under the suite's load on the 2-core machine it took 314 s, over the five minutes the project allows
+it in CI, so the README gives the command and its last score. What runs here is fast: every mutant still
+applies to the source, so an edit that moves a mutated snippet is caught in CI.
 """
 
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
-
 import mutants
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_mutant_still_applies_to_the_source():
@@ -30,18 +24,3 @@ def test_the_issue_13_mutants_are_listed():
         "multihead: attention dropout never applied",
         "embedding: positional-encoding dropout removed",
     } <= names
-
-
-def test_every_mutant_is_killed():
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "mutants.py"), "--jobs", "1"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
-    score = re.search(r"mutation score: (\d+)/(\d+) killed", proc.stdout)
-    assert score and score[1] == score[2] == str(len(mutants.MUTANTS)), proc.stdout[-3000:]
