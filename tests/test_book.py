@@ -18,40 +18,22 @@ where that is a failure: scripts/test.sh installs them when it runs as root.
 from __future__ import annotations
 
 import functools
-import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 from pypdf import PdfReader
+from script_modules import load
 
 ROOT = Path(__file__).resolve().parent.parent
+build_pdf = load("build_pdf")  # the PDF step, whose helpers (pages, Chromium, server) the tests share
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 BUILD_TIMEOUT_S = 900
-
-
-def toc_pages() -> list[str]:
-    """Every document of _toc.yml, as paths without suffix, root first."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                pages.append(entry["file"])
-            walk(entry.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return pages
 
 
 def missing_dependency(reason: str):
@@ -84,7 +66,7 @@ def test_book_builds_without_warnings(build):
     returncode, output, html = build
     warnings = [line for line in output.splitlines() if "WARNING" in line or "ERROR" in line]
     assert returncode == 0 and not warnings, "\n".join(warnings) or output[-5000:]
-    for page in toc_pages():
+    for page in build_pdf.toc_pages():
         assert (html / f"{page}.html").is_file(), f"{page} is in _toc.yml but was not built"
 
 
@@ -92,17 +74,8 @@ def test_book_builds_without_warnings(build):
 def server(build):
     if build[0] != 0:
         pytest.fail("the book did not build: see test_book_builds_without_warnings")
-
-    class QuietHandler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(QuietHandler, directory=build[2])
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
+    with build_pdf.Server(Path(build[2])) as site:
+        yield site.url
 
 
 @pytest.fixture(scope="module")
@@ -111,24 +84,15 @@ def browser(server, tmp_path_factory):
         from playwright.sync_api import sync_playwright
     except ImportError:
         missing_dependency("Playwright is not installed (pip install playwright)")
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    chromium = build_pdf.chromium_path()
     if chromium is None:
         missing_dependency("Chromium is not installed (Debian: apt-get install chromium)")
-    args = [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ]
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")),
             executable_path=chromium,
             headless=True,
-            args=args,
+            args=build_pdf.CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 900},
         )
         yield context
@@ -204,7 +168,7 @@ class PageVisit:
         return problems
 
 
-@pytest.mark.parametrize("path", toc_pages())
+@pytest.mark.parametrize("path", build_pdf.toc_pages())
 def test_page_works_offline(browser, server, path):
     visit = PageVisit(browser, server, f"{path}.html")
     try:
@@ -291,7 +255,7 @@ def pdf(build, tmp_path_factory) -> Path:
     missing = [tool for tool in POPPLER if shutil.which(tool) is None]
     if missing:
         missing_dependency(f"{', '.join(missing)} not installed (Debian: apt-get install poppler-utils)")
-    if not (os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")):
+    if build_pdf.chromium_path() is None:
         missing_dependency("Chromium is not installed (Debian: apt-get install chromium fonts-wqy-microhei)")
     out = tmp_path_factory.mktemp("pdf") / "transformer-course.pdf"
     result = subprocess.run(
@@ -313,7 +277,7 @@ def pdf_text(pdf) -> str:
 
 def test_pdf_has_every_page_of_the_book_in_order(pdf):
     info = dict(line.split(":", 1) for line in poppler("pdfinfo", str(pdf)).splitlines() if ":" in line)
-    pages = toc_pages()
+    pages = build_pdf.toc_pages()
     assert int(info["Pages"]) >= len(pages), info["Pages"]
     outline = [item.title for item in PdfReader(pdf).outline]
     assert [squeeze(t) for t in outline] == [squeeze(document_title(p)) for p in pages]
@@ -321,7 +285,7 @@ def test_pdf_has_every_page_of_the_book_in_order(pdf):
 
 def test_pdf_has_every_chapter_title(pdf_text):
     text = squeeze(pdf_text)
-    missing = [document_title(page) for page in toc_pages() if squeeze(document_title(page)) not in text]
+    missing = [document_title(page) for page in build_pdf.toc_pages() if squeeze(document_title(page)) not in text]
     assert not missing, missing
 
 
@@ -346,7 +310,7 @@ def test_pdf_embeds_the_figures(pdf):
     rows = poppler("pdfimages", "-list", str(pdf)).splitlines()[2:]
     images = [row for row in rows if row.split()[2] == "image"]
     figures = 0
-    for page in toc_pages():
+    for page in build_pdf.toc_pages():
         path = ROOT / f"{page}.ipynb"
         if path.is_file():
             for cell in nbformat.read(path, as_version=4).cells:

@@ -26,8 +26,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from script_modules import load
 
 ROOT = Path(__file__).resolve().parent.parent
+build_pdf = load("build_pdf")  # its Chromium helpers
 NOTEBOOK = ROOT / "chapters" / "exercises" / "04_multihead.ipynb"
 SCREENSHOT = ROOT / "_build" / "screenshots" / "jupyterlab_exercises_04.png"
 # Lines of the reference solutions of exercise 4.1, as the solution cells display them.
@@ -55,15 +57,6 @@ LAB_SETTINGS = {
         "fetchNews": "false",
     },
 }
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -136,7 +129,7 @@ def page(lab, tmp_path_factory):
         from playwright.sync_api import sync_playwright
     except ImportError:
         missing_dependency("Playwright is not installed (pip install playwright)")
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    chromium = build_pdf.chromium_path()
     if chromium is None:
         missing_dependency("Chromium is not installed (Debian: apt-get install chromium)")
     url, token = lab
@@ -145,7 +138,7 @@ def page(lab, tmp_path_factory):
             str(tmp_path_factory.mktemp("chromium-profile")),
             executable_path=chromium,
             headless=True,
-            args=CHROMIUM_ARGS,
+            args=build_pdf.CHROMIUM_ARGS,
             viewport={"width": 1300, "height": 3200},
         )
         page = context.new_page()

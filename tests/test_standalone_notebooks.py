@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+from script_modules import load
 
 try:
     import tomllib
@@ -26,9 +27,7 @@ except ImportError:  # Python 3.10
 import transformer_course
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = importlib.util.spec_from_file_location("prepare_notebooks", ROOT / "scripts" / "prepare_notebooks.py")
-prepare_notebooks = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(prepare_notebooks)
+prepare_notebooks = load("prepare_notebooks")
 
 NOTEBOOKS = prepare_notebooks.notebooks()
 VERSION = transformer_course.__version__
