@@ -18,7 +18,6 @@ where that is a failure: scripts/test.sh installs them when it runs as root.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shutil
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from browser_needs import missing_dependency, playwright_and_chromium
 from pypdf import PdfReader
 from script_modules import load
 
@@ -34,13 +34,6 @@ ROOT = Path(__file__).resolve().parent.parent
 build_pdf = load("build_pdf")  # the PDF step, whose helpers (pages, Chromium, server) the tests share
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 BUILD_TIMEOUT_S = 900
-
-
-def missing_dependency(reason: str):
-    """A missing browser fails in CI and skips elsewhere, with the reason either way."""
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"{reason} (CI=true: the browser test must run)")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -80,13 +73,7 @@ def server(build):
 
 @pytest.fixture(scope="module")
 def browser(server, tmp_path_factory):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing_dependency("Playwright is not installed (pip install playwright)")
-    chromium = build_pdf.chromium_path()
-    if chromium is None:
-        missing_dependency("Chromium is not installed (Debian: apt-get install chromium)")
+    sync_playwright, chromium = playwright_and_chromium(build_pdf.chromium_path)
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")),

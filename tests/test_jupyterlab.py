@@ -26,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from browser_needs import missing_dependency, playwright_and_chromium
 from script_modules import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,12 +60,6 @@ LAB_SETTINGS = {
 }
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def missing_dependency(reason: str):
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"{reason} (CI=true: the JupyterLab test must run)")
-    pytest.skip(reason)
 
 
 def free_port() -> int:
@@ -125,13 +120,7 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(lab, tmp_path_factory):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing_dependency("Playwright is not installed (pip install playwright)")
-    chromium = build_pdf.chromium_path()
-    if chromium is None:
-        missing_dependency("Chromium is not installed (Debian: apt-get install chromium)")
+    sync_playwright, chromium = playwright_and_chromium(build_pdf.chromium_path)
     url, token = lab
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
