@@ -11,9 +11,11 @@ package. This module:
    ipykernel, nbclient and ipywidgets 7.7.1, then runs the install cell of the notebooks in it, in an empty
    folder: pip finds the wheel through PIP_FIND_LINKS, as it would find it on the package index;
 3. copies every notebook under chapters/ alone into an empty folder and runs it there top to bottom with
-   nbclient (scripts/run_notebook.py, run by the bare environment's Python), two at a time. Outputs are not
-   compared (nbval does that, under ipywidgets 8, in the main run): every notebook must complete, with
-   errors only in the cells tagged raises-exception.
+   nbclient (scripts/run_notebook.py, run by the bare environment's Python), two at a time, on PyTorch's
+   generic CPU kernels (ATEN_CPU_CAPABILITY=default: a third kernel path beside this CPU's own and the
+   second one of scripts/test.sh). Outputs are not compared (nbval does that, under ipywidgets 8, in the
+   main run): every notebook must complete, with errors only in the cells tagged raises-exception, so the
+   chapters' assertions hold on the generic kernels too.
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ def bare_environment(find_links: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PIP_FIND_LINKS"] = " ".join(filter(None, [str(find_links), os.environ.get("PIP_FIND_LINKS")]))
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env["ATEN_CPU_CAPABILITY"] = "default"  # the generic kernels: the chapters' assertions must hold there too
     return env
 
 

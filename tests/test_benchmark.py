@@ -215,6 +215,17 @@ def test_main_rejects_an_unknown_section(capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [("cuda", "sees no CUDA GPU"), ("gpu", "is not a device PyTorch knows")],
+)
+def test_main_rejects_a_device_this_machine_lacks_in_one_line(capsys, monkeypatch, device, message):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on a machine without a GPU
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(["--quick", "--only", "memory", "--device", device])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_run_rejects_an_unknown_section():
     with pytest.raises(ValueError, match="section 'speed'"):
         list(benchmark.run(["speed"]))

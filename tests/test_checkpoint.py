@@ -89,8 +89,9 @@ def test_bad_files_raise_a_clear_error(trained, tmp_path, content, pattern):
     good = tc.save_checkpoint(tmp_path / "good.pt", model, corpus.src_vocab, corpus.tgt_vocab).read_bytes()
     bad = tmp_path / "bad.pt"
     content(bad, good)
-    with pytest.raises(ValueError, match=pattern):
+    with pytest.raises(ValueError, match=pattern) as error:
         tc.load_checkpoint(bad)
+    assert "weights_only" not in str(error.value), "never advise loading an untrusted file with code enabled"
 
 
 def test_missing_file(tmp_path):
@@ -197,8 +198,17 @@ def test_save_refuses_vocabularies_the_translator_cannot_use(tmp_path, vocabs, e
         (lambda p: p.update(extra=["not", "a", "dict"]), "extra must be a dict"),
         (lambda p: p["config"].update(d_model=12), "size mismatch"),
         (lambda p: p.pop("tgt_vocab"), "KeyError"),
+        (lambda p: p["src_vocab"].__setitem__(3, 7), "src_vocab must be a list of str tokens"),
+        (lambda p: next(iter(p["state_dict"].values())).fill_(float("nan")), "NaN or infinite"),
     ],
-    ids=["swapped vocabularies", "extra a list", "config and weights disagree", "no target vocabulary"],
+    ids=[
+        "swapped vocabularies",
+        "extra a list",
+        "config and weights disagree",
+        "no target vocabulary",
+        "a number in the vocabulary",
+        "NaN weights",
+    ],
 )
 def test_load_refuses_a_file_written_by_other_code(tmp_path, edit, message):
     """A file this package's save would not write (made by hand or by another version) fails clearly on load."""
@@ -220,3 +230,14 @@ def test_a_checkpoint_that_loads_translates(trained, tmp_path):
         model, corpus, sentences
     )
     assert translate.translate_sentence(loaded.model, loaded, sentences[0]).tokens is not None
+
+
+def test_loading_leaves_the_global_random_stream_alone(trained, tmp_path):
+    # A seeded experiment that loads a checkpoint halfway must draw the same numbers after it as without it.
+    model, corpus = trained
+    path = tc.save_checkpoint(tmp_path / "model.pt", model, corpus.src_vocab, corpus.tgt_vocab)
+    torch.manual_seed(123)
+    expected = torch.rand(5)
+    torch.manual_seed(123)
+    tc.load_checkpoint(path)
+    assert torch.equal(torch.rand(5), expected)

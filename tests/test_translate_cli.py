@@ -140,6 +140,20 @@ def test_missing_checkpoint_says_train_first(tmp_path):
     assert_one_line_error(proc, "nowhere.pt", "train")
 
 
+def test_a_folder_as_checkpoint_is_named_a_folder(tmp_path):
+    proc = run(tmp_path, "咖哥 喜欢 小冰", "--checkpoint", str(tmp_path))
+    assert_one_line_error(proc, "is a folder", "zh_en.pt")
+    assert "train" not in proc.stderr  # training again would not help: the path is wrong
+
+
+def test_demo_refuses_a_seed_out_of_range_in_one_line(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "transformer_course.demo", "--seed", "-1"]
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "argument --seed: -1 is outside [0, 2**64 - 1]" in proc.stderr
+
+
 def test_corrupt_checkpoints(workdir, tmp_path):
     path, _ = workdir
     good = (path / "checkpoints" / "zh_en.pt").read_bytes()
@@ -163,6 +177,9 @@ def test_corrupt_checkpoints(workdir, tmp_path):
         (["train", "--accumulate", "0"], "--accumulate=0 must be a positive integer"),
         (["train", "--batch-size", "-4"], "--batch-size=-4 must be a positive integer"),
         (["train", "--precision", "fp8"], "--precision: invalid choice: 'fp8'"),
+        (["train", "--seed", "-1"], "argument --seed: -1 is outside [0, 2**64 - 1]"),
+        (["train", "--seed", str(2**70)], f"argument --seed: {2**70} is outside"),
+        (["train", "--seed", "abc"], "argument --seed: 'abc' is not an integer"),
     ],
 )
 def test_bad_options(workdir, args, fragment):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 
 
@@ -51,3 +53,14 @@ def check_token_id(value, name: str, vocab_size: int) -> int:
     if not 0 <= value < vocab_size:
         raise ValueError(f"{name}={value} must be a token id in [0, {vocab_size - 1}] (vocabulary of {vocab_size})")
     return value
+
+
+def seed_argument(text: str) -> int:
+    """argparse's `type=` for --seed: an int in [0, 2**64 - 1], the range of PyTorch's generators."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= seed < 2**64:
+        raise argparse.ArgumentTypeError(f"{seed} is outside [0, 2**64 - 1], the range of PyTorch's generators")
+    return seed

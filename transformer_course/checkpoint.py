@@ -13,6 +13,7 @@ do not match the model (swapped source and target vocabularies, say), a target v
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -78,14 +79,26 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None =
         raise ValueError(f"{path} is empty (0 bytes): not a checkpoint")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # truncated zip, random bytes, a pickle with code in it, ...
+    except pickle.UnpicklingError as e:
+        # PyTorch's message suggests weights_only=False, which would run the code in the file: never say that.
+        raise ValueError(
+            f"{path} is not a readable checkpoint: it holds Python objects other than tensors and plain data, "
+            "which loading could run as code; a transformer_course checkpoint never does"
+        ) from e
+    except Exception as e:  # truncated zip, random bytes, ...
         raise ValueError(f"{path} is not a readable checkpoint ({_describe(e)})") from e
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{path} is not a transformer_course checkpoint (expected format {FORMAT!r})")
     try:
-        model = Transformer.from_config(TransformerConfig(**payload["config"]))
+        # Building a model draws its initial weights from the global random stream; they are overwritten at
+        # once, so draw them from a fork: loading in the middle of a seeded experiment changes nothing after it.
+        with torch.random.fork_rng(devices=[]):
+            model = Transformer.from_config(TransformerConfig(**payload["config"]))
         model.load_state_dict(payload["state_dict"])
-        src_vocab, tgt_vocab = Vocab(payload["src_vocab"]), Vocab(payload["tgt_vocab"])
+        broken = [name for name, tensor in payload["state_dict"].items() if not torch.isfinite(tensor).all()]
+        if broken:
+            raise ValueError(f"{len(broken)} tensors hold NaN or infinite values, e.g. {broken[0]}")
+        src_vocab, tgt_vocab = _vocab(payload["src_vocab"], "src_vocab"), _vocab(payload["tgt_vocab"], "tgt_vocab")
         check_vocabularies(model.config, src_vocab, tgt_vocab)
         extra = payload.get("extra", {})
         check_plain(extra, "extra")
@@ -95,6 +108,12 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None =
         model.to(device)
     model.eval()
     return Checkpoint(model, src_vocab, tgt_vocab, extra)
+
+
+def _vocab(tokens, name: str) -> Vocab:
+    if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
+        raise TypeError(f"{name} must be a list of str tokens")
+    return Vocab(tokens)
 
 
 def check_vocabularies(config: TransformerConfig, src_vocab, tgt_vocab) -> None:

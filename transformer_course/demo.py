@@ -10,6 +10,7 @@ import argparse
 import torch
 
 from . import data, decoding, model, training
+from ._validate import seed_argument
 
 
 def train_post1_pairs(seed: int = 0, max_steps: int = 300, progress: bool = True, eval_every: int = 5):
@@ -46,7 +47,7 @@ def train_post1_pairs(seed: int = 0, max_steps: int = 300, progress: bool = True
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=seed_argument, default=0, help="random seed (default 0)")
     args = parser.parse_args(argv)
     training.set_threads()
     net, corpus, history = train_post1_pairs(args.seed)

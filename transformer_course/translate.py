@@ -22,7 +22,7 @@ import torch
 
 from . import checkpoint, data, datasets, decoding, distributed, model, training
 from ._modes import evaluating
-from ._validate import check_positive_int
+from ._validate import check_positive_int, seed_argument
 from .attention import scaled_dot_product_attention
 from .efficient import keep_attention_weights
 from .multihead import MultiHeadAttention
@@ -407,7 +407,9 @@ def _train_parser() -> argparse.ArgumentParser:
         "--steps", type=int, default=defaults.steps,
         help=f"most training steps (default {defaults.steps}; stops early at 100%% validation exact match)",
     )  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0, help="seed of the corpus split and the model (default 0)")
+    parser.add_argument(
+        "--seed", type=seed_argument, default=0, help="seed of the corpus split and the model (default 0)"
+    )
     _add_checkpoint_option(parser, "where to save")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
@@ -456,6 +458,8 @@ def _known_words(vocab: data.Vocab) -> list[str]:
 
 
 def _load(path: Path) -> checkpoint.Checkpoint:
+    if path.is_dir():
+        raise CLIError(f"--checkpoint {path} is a folder: give the checkpoint file, such as {path / 'zh_en.pt'}")
     if not path.is_file():
         raise CLIError(f"no checkpoint at {path}: run `{CLI} train` first (or pass --checkpoint PATH)")
     try:

@@ -98,7 +98,16 @@ def median_ms(times: list[float]) -> float:
 
 
 def resolve_device(device) -> torch.device:
-    return get_device() if device is None else torch.device(device)
+    """`device` when given (a ValueError if PyTorch does not know it or this machine lacks it), else the best one."""
+    if device is None:
+        return get_device()
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device={device!r} is not a device PyTorch knows (cpu, cuda, cuda:1, ...)") from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}: this PyTorch ({torch.__version__}) sees no CUDA GPU on this machine")
+    return resolved
 
 
 def _read_status_kib(field_name: str) -> int:
