@@ -188,3 +188,60 @@ def test_the_learners_random_state_is_left_alone(name, answer):
     before = _random_states()
     getattr(check, name)(getattr(solutions, name) if answer == "solution" else _noisy_answer(name))
     _assert_same_states(before, _random_states())
+
+
+# ---- answers that leave the usual paths: exit(), a misspelt forward, tensors without values, the checker's own errors
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_answer_that_calls_exit_is_a_diagnosis_not_the_end_of_the_kernel(name):
+    def answer(*args, **kwargs):
+        raise SystemExit(0)
+
+    result = getattr(check, name)(answer)
+    assert not result.passed and "SystemExit" in result.message and "exit()" in result.message, result
+
+
+class _Doubles(nn.Module):
+    def forward(self, x):
+        return 2 * x
+
+
+class _Misspelt(nn.Module):
+    def foward(self, x):  # the typo this test is about
+        return 2 * x
+
+
+def _observe_module(cls, case):
+    return cls()(*case.args)
+
+
+def test_a_module_with_a_misspelt_forward_is_named_not_raised():
+    cases = [_core.Case("x = ones(3)", (torch.ones(3),))]
+    result = _core.compare("doubles", _Misspelt, _Doubles, cases, observe=_observe_module)
+    assert not result.passed and "no method named `forward`" in result.message, result
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "words"),
+    [
+        (lambda x: (2 * x).to("meta"), False, "meta device"),
+        (lambda x: (2 * x).to_sparse(), True, "passed"),
+    ],
+    ids=["meta", "sparse"],
+)
+def test_tensors_without_values_or_in_another_layout_are_compared_not_crashed_on(answer, passes, words):
+    cases = [_core.Case("x = arange(6)", (torch.arange(6.0),))]
+    result = _core.compare("doubles", answer, lambda x: 2 * x, cases)
+    assert result.passed == passes and words in result.message, result
+
+
+def test_an_error_raised_by_the_checker_reading_the_answer_is_not_called_the_readers_crash():
+    # The Linear has the wrong shape: the answer itself runs fine; the checker's run of the module fails.
+    result = check.linear_from_conv1d(lambda conv: nn.Linear(3, 3))
+    assert not result.passed and "could not use" in result.message and "raised" not in result.message, result
+
+
+def test_a_wrong_signature_is_still_the_readers_error():
+    result = check.layer_norm(lambda x, gamma, beta: x)  # eps missing from the signature
+    assert not result.passed and "raised TypeError" in result.message, result

@@ -107,3 +107,15 @@ def test_evaluate_refuses_malformed_pairs(setup):
     model, corpus = setup
     with pytest.raises(ValueError, match=r"pairs\[1\]=.* must be a \(source, reference\) pair of strings"):
         translate.evaluate(model, corpus, [tc.POST1_PAIRS[0], (SENTENCE,)])
+
+
+def test_an_error_on_a_long_input_stays_short(setup):
+    # 20,000 unknown words: the message names a few and counts the rest, and cuts the sentence it quotes.
+    model, corpus = setup
+    sentence = " ".join(f"词{i}" for i in range(20_000))
+    with pytest.raises(ValueError, match=r"and 19990 more") as error:
+        translate_batch(model, corpus, [sentence])
+    assert len(str(error.value)) < 500
+    with pytest.raises(ValueError, match=r"and 19990 more: not in the vocabulary") as error:
+        corpus.src_vocab.encode(sentence)
+    assert len(str(error.value)) < 500

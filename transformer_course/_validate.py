@@ -64,3 +64,17 @@ def seed_argument(text: str) -> int:
     if not 0 <= seed < 2**64:
         raise argparse.ArgumentTypeError(f"{seed} is outside [0, 2**64 - 1], the range of PyTorch's generators")
     return seed
+
+
+def named_list(items, limit: int = 10) -> str:
+    """'a', 'b', 'c' for an error message: at most `limit` items, then how many more (a message stays short)."""
+    items = list(items)
+    shown = ", ".join(repr(item) for item in items[:limit])
+    return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more"
+
+
+def shortened(text: str, limit: int = 80) -> str:
+    """repr(text), cut in the middle when longer than `limit` characters (an error message stays readable)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[: limit // 2]!r} ... {text[-limit // 2 :]!r} ({len(text)} characters)"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._validate import check_positive_int
+from ._validate import check_positive_int, named_list
 
 PAD, SOS, EOS = "<pad>", "<sos>", "<eos>"
 
@@ -95,7 +95,7 @@ class Vocab:
         """Ids of the words of `sentence`; a ValueError lists any unknown words."""
         missing = self.unknown(sentence)
         if missing:
-            raise ValueError(f"unknown word(s) {', '.join(repr(w) for w in missing)}: not in the vocabulary")
+            raise ValueError(f"unknown word(s) {named_list(missing)}: not in the vocabulary")
         ids = [self.stoi[word] for word in tokenize(sentence)]
         if add_sos:
             ids.insert(0, self.sos_id)

@@ -22,7 +22,7 @@ import torch
 
 from . import checkpoint, data, datasets, decoding, distributed, model, training
 from ._modes import evaluating
-from ._validate import check_positive_int, seed_argument
+from ._validate import check_positive_int, named_list, seed_argument, shortened
 from .attention import scaled_dot_product_attention
 from .efficient import keep_attention_weights
 from .multihead import MultiHeadAttention
@@ -105,7 +105,7 @@ class UnknownWordsError(ValueError):
 
     def __init__(self, words: Sequence[str]):
         self.words = list(words)
-        super().__init__(f"unknown word(s) {', '.join(repr(w) for w in self.words)}: not in the source vocabulary")
+        super().__init__(f"unknown word(s) {named_list(self.words)}: not in the source vocabulary")
 
 
 def _vocabs(vocabs) -> tuple[data.Vocab, data.Vocab]:
@@ -180,7 +180,7 @@ def _source_rows(sentences, src_vocab: data.Vocab, longest: int) -> list[list[in
         except TypeError as e:
             raise TypeError(f"sentences[{i}]: {e}") from None
         except ValueError as e:  # an empty sentence, unknown words
-            raise ValueError(f"sentences[{i}]={sentence!r}: {e}") from None
+            raise ValueError(f"sentences[{i}]={shortened(sentence)}: {e}") from None
         if len(words) > longest:
             raise ValueError(f"sentences[{i}] has {len(words)} words; this model reads at most max_len={longest}")
         rows.append([src_vocab[word] for word in words])

@@ -5,8 +5,10 @@ generator), give the reference (the package's implementation) and the known wron
 (`Mistake`s), and call `compare`. It runs the reader's function and the reference on every case;
 when they disagree, it runs each wrong variant too, and the first variant that behaves exactly like
 the reader's function on every case names the mistake. The reader gets a `Result`, never a
-traceback: a crash, a missing `return` or a wrong shape is reported in words. The one exception is
-NotImplementedError, raised by an unfilled stub, which propagates so the stub's cell shows it.
+traceback: a crash (exit() included), a missing `return` or a wrong shape is reported in words, and an error
+raised by the checker's own code while reading what the function returned is reported as such, not as the
+reader's crash. The one exception is NotImplementedError, raised by an unfilled stub, which propagates so the
+stub's cell shows it (torch's NotImplementedError for a module whose `forward` is misspelt is a diagnosis).
 
 What `compare` checks for every exercise, in this order, before the values (the `Result.mistake` key in
 brackets):
@@ -41,7 +43,9 @@ import functools
 import inspect
 import math
 import numbers
+import os
 import random
+import sysconfig
 import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -80,11 +84,20 @@ class Mistake:
 
 @dataclass(frozen=True)
 class Crash:
-    """What an observation holds when the function raised: compared by exception type."""
+    """What an observation holds when the function raised: compared by exception type.
 
-    error: Exception
+    in_checker: the error was raised by the checker's own code, reading what the reader's function returned
+    (a tuple where a tensor was expected, say), not by the reader's code.
+    """
+
+    error: BaseException
+    in_checker: bool = False
 
     def __str__(self) -> str:
+        if isinstance(self.error, NotImplementedError) and _is_missing_forward(self.error):
+            return f"{type(self.error).__name__} (your module has no method named `forward`: is it misspelt?)"
+        if isinstance(self.error, SystemExit):
+            return f"SystemExit (your function called exit() or sys.exit({self.error.code!r}): return a value instead)"
         return f"{type(self.error).__name__}: {self.error}"
 
 
@@ -233,6 +246,8 @@ def compare(
     # Shape first: a case where the result has the wrong type or shape (or none) says more than wrong values.
     first_bad = next((i for i, (g, e) in enumerate(zip(got, expected)) if _structure_differs(g, e)), first_bad)
     label = cases[first_bad].label
+    if isinstance(got[first_bad], Crash) and got[first_bad].in_checker:  # not the reader's crash: say so
+        return Result(name, False, describe_difference(got[first_bad], expected[first_bad], label))
     # The dtype is named here, not by `explain`: a custom explain need not know about dtypes.
     difference = _dtype_difference(got[first_bad], expected[first_bad])
     if difference is not None:
@@ -244,6 +259,11 @@ def compare(
 
 def describe_difference(got: Any, expected: Any, label: str) -> str:
     """One sentence on how `got` differs from `expected` on the case called `label`: type, shape, dtype, values."""
+    if isinstance(got, Crash) and got.in_checker:
+        return (
+            f"returned something the checker could not use on {label} ({got}): does your function return what "
+            "the exercise asks for (a tensor, a tuple, a module), of the right type and shape?"
+        )
     if isinstance(got, Crash):
         return f"raised {got} on {label}"
     if got is None and expected is not None:
@@ -256,6 +276,9 @@ def describe_difference(got: Any, expected: Any, label: str) -> str:
             return f"returned an object of type {type(got).__name__} on {label}, expected a torch.Tensor"
         if got.shape != expected.shape:
             return f"returned shape {tuple(got.shape)} on {label}, expected {tuple(expected.shape)}"
+        if got.is_meta:
+            return f"returned a tensor on the meta device on {label}: it has a shape but no values (device='meta'?)"
+        got = got.to_dense() if got.layout != torch.strided else got
         if not torch.isfinite(got).all():
             return f"returned NaN or infinite values on {label}"
         gap = (got.double() - expected.double()).abs().max().item()
@@ -345,13 +368,49 @@ def _run_reader(observe: Callable, fn: Callable, case: Case, seed: int, limit: f
     np.random.seed(seed)
     try:
         value = _call_with_time_limit(lambda: observe(fn, given), limit)
-    except NotImplementedError:
-        raise  # an unfilled stub: let the notebook show its message
+    except NotImplementedError as error:
+        if not _is_missing_forward(error):
+            raise  # an unfilled stub: let the notebook show its message
+        value = Crash(error)  # a module whose `forward` is misspelt: torch's own NotImplementedError
     except _TimeLimitExceeded as stop:
         return _Run(_TimedOut(stop.still_running), None)
-    except Exception as error:  # any other crash of the reader's code is a diagnosis, not a traceback
-        value = Crash(error)
+    except (Exception, SystemExit) as error:  # any other crash of the reader's code (exit() too) is a diagnosis
+        value = Crash(error, in_checker=_raised_in_checker(error, fn))
     return _Run(value, _modified_input(fn, case, given))
+
+
+_EXERCISES = os.path.dirname(os.path.abspath(__file__))
+_LIBRARIES = (
+    os.path.dirname(os.path.abspath(torch.__file__)),
+    os.path.dirname(os.path.abspath(np.__file__)),
+    os.path.dirname(_EXERCISES),  # the package's other modules, which the reader's code may call
+    sysconfig.get_paths()["stdlib"],
+)
+
+
+def _raised_in_checker(error: BaseException, fn: Callable) -> bool:
+    """Whether `error` comes from a checker's own code: the innermost frame outside libraries (torch, NumPy, the
+    standard library, the package's modules) is in transformer_course/exercises, not in the reader's code. A
+    TypeError from calling `fn` with the exercise's arguments (a wrong signature) is the reader's."""
+    names = tuple(name + "(" for name in (getattr(fn, "__qualname__", None), getattr(fn, "__name__", None)) if name)
+    if isinstance(error, TypeError) and names and str(error).startswith(names):
+        return False
+    filenames = []
+    tb = error.__traceback__
+    while tb is not None:
+        filenames.append(os.path.abspath(tb.tb_frame.f_code.co_filename))
+        tb = tb.tb_next
+    for filename in reversed(filenames):  # innermost first
+        if filename.startswith(_EXERCISES):
+            return True
+        if not (filename.startswith(_LIBRARIES) or filename.startswith("<frozen")):
+            return False  # the reader's code (a notebook cell, a script)
+    return False
+
+
+def _is_missing_forward(error: NotImplementedError) -> bool:
+    """torch.nn.Module's error for a module without `forward` (misspelt `foward`, say), not a stub's."""
+    return 'missing the required "forward" function' in str(error)
 
 
 def _observe_variant(observe: Callable, variant: Callable, case: Case) -> Any:
@@ -531,6 +590,9 @@ def _same(a: Any, b: Any, atol: float, rtol: float) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
             return False
+        if a.is_meta or b.is_meta:  # shapes without values: only two meta tensors (of one dtype) are alike
+            return a.is_meta and b.is_meta and a.dtype == b.dtype
+        a, b = (t.to_dense() if t.layout != torch.strided else t for t in (a, b))  # sparse: compare the values
         if a.dtype == torch.bool or b.dtype == torch.bool:
             return a.dtype == b.dtype and bool(torch.equal(a.cpu(), b.cpu()))
         # equal_nan: a reader's NaN (a fully masked row) must match the wrong variant that produces it.
