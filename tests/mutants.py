@@ -188,7 +188,7 @@ MUTANTS = [
       "h = self.decoder(x, memory, tgt_mask, None)", PROPS, "-k", "padding"),
     m("model: output projection not tied", "model.py",
       "            self.generator.weight = self.src_embed.weight\n", "", CKPT, "-k", "round_trip"),
-    # --- appendix A: the fused kernel and the KV cache ---------------------------------------------------
+    # --- chapter 13: the fused kernel and the KV cache ---------------------------------------------------
     m("fused: mask ignored", "efficient.py",
       "attn_mask=mask, dropout_p=dropout_p", "attn_mask=None, dropout_p=dropout_p", REF, "-k", "fused"),
     m("cache: positions restart at 0", "efficient.py",

@@ -5,6 +5,7 @@ same program without it, then compares what they wrote. Every launch has a timeo
 group of a launch that overruns it is killed, so a hang fails the test instead of stalling the suite.
 """
 
+import datetime
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import textwrap
 import pytest
 import torch
 
-from transformer_course import checkpoint, data, datasets
+from transformer_course import checkpoint, data, datasets, distributed
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
@@ -154,3 +155,94 @@ def test_translate_train_under_torchrun_fails_cleanly_on_every_rank(tmp_path):
     assert proc.returncode != 0
     assert proc.stderr.count("is a file, not a folder") == 2  # each rank says why it stopped, before training
     assert "training:" not in proc.stderr
+
+
+# Each rank draws its own dropout masks: a model whose output is a dropout mask of its rows, trained by tc.fit.
+DROPOUT_WORKER = textwrap.dedent(
+    """
+    import sys
+
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    import transformer_course as tc
+    from transformer_course import distributed
+
+
+    class Masks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(()))
+            self.seen = []
+
+        def forward(self, src, tgt_in):
+            mask = F.dropout(torch.ones(len(src), 64), 0.5, self.training)  # (B, 64)
+            self.seen.append(mask)
+            return (self.scale * mask)[:, None, :].expand(-1, tgt_in.shape[1], -1)  # (B, T, 64)
+
+
+    def loss_fn(logits, target):
+        return logits.mean()
+
+
+    loss_fn.ignore_index = None
+    process = distributed.setup("cpu")
+    try:
+        tc.set_seed(0)  # the same seed in every process
+        model = Masks()
+        rows = torch.ones(8, 3, dtype=torch.long)
+        tc.fit(model, [tc.Batch(rows, rows, rows)], 3, torch.optim.SGD(model.parameters(), lr=0.1), loss_fn,
+               clip_grad=None, progress=False)
+        torch.save(model.seen, f"{sys.argv[1]}/rank{process.rank}.pt")
+    finally:
+        distributed.cleanup()
+    """
+)
+
+
+def test_each_rank_draws_its_own_dropout_masks(tmp_path):
+    worker = tmp_path / "masks.py"
+    worker.write_text(DROPOUT_WORKER)
+    proc = run([*TORCHRUN, worker, tmp_path], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rank0, rank1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
+    assert len(rank0) == len(rank1) == 3 and rank0[0].shape == (4, 64)  # 3 steps, 4 of the 8 rows each
+    for step in range(3):
+        assert not torch.equal(rank0[step], rank1[step])  # row k of rank 0 and of rank 1: different masks
+    assert not torch.equal(rank0[0], rank0[1])  # and new masks at every step
+
+
+# setup() on a machine with GPUs, mocked: this machine may have none.
+@pytest.fixture
+def rank_1_of_2(monkeypatch):
+    """torchrun's variables for rank 1 of 2 (local rank 1), a process group that 'exists', and recorders."""
+    for name, value in {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}.items():
+        monkeypatch.setenv(name, value)
+    calls = {"set_device": [], "init": []}
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls["set_device"].append(device))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: bool(calls["init"]))
+    monkeypatch.setattr(
+        torch.distributed, "init_process_group", lambda backend, timeout=None: calls["init"].append((backend, timeout))
+    )
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 1)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 2)
+    return calls
+
+
+@pytest.mark.parametrize("device", [None, "cuda", torch.device("cuda")])
+def test_setup_puts_each_rank_on_the_gpu_of_its_local_rank(rank_1_of_2, device):
+    process = distributed.setup(device)
+    assert process.device == torch.device("cuda", 1)  # not GPU 0, which rank 0 already uses
+    assert rank_1_of_2["set_device"] == [torch.device("cuda", 1)]
+    assert rank_1_of_2["init"] == [("nccl", None)]
+    assert (process.rank, process.world_size) == (1, 2)
+
+
+def test_setup_keeps_an_explicit_gpu_and_passes_the_timeout(rank_1_of_2):
+    process = distributed.setup("cuda:0", timeout=datetime.timedelta(minutes=30))
+    assert process.device == torch.device("cuda", 0)
+    assert rank_1_of_2["init"] == [("nccl", datetime.timedelta(minutes=30))]
+    with pytest.raises(TypeError, match=r"timeout must be a datetime\.timedelta"):
+        distributed.setup("cpu", timeout=1800)

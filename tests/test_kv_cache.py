@@ -159,3 +159,20 @@ def test_a_cache_for_another_depth_is_refused():
     src, tgt = make_src(0, 1), torch.tensor([[BOS]])
     with pytest.raises(ValueError, match="cache has 3 layers"):
         decode_cached(model, tgt, model.encode(src), src, KVCache(3))
+
+
+def test_a_cached_step_projects_with_the_three_weights_never_restacking_them(monkeypatch):
+    # project_qkv concatenates W_Q, W_K and W_V at every call, a copy larger than the product for one token.
+    model = make_model(0, norm_first=False)
+    src, tgt = make_src(0, batch=2), make_src(1, batch=2, length=6)
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory, src)  # uncached: project_qkv, allowed
+
+        def restacks(self, x):
+            raise AssertionError("project_qkv called during a cached step")
+
+        monkeypatch.setattr(tc.MultiHeadAttention, "project_qkv", restacks)
+        cache = KVCache(len(model.decoder.layers))
+        steps = [decode_cached(model, tgt[:, : t + 1], memory, src, cache) for t in range(tgt.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)

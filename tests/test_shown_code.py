@@ -1,8 +1,8 @@
-"""The code a chapter displays teaches that chapter's idea: no KV cache, no fused kernel before the appendix.
+"""The code a chapter displays teaches that chapter's idea: no KV cache, no fused kernel before chapter 13.
 
 Chapters show the package's real source with `show_source(obj)`. This test finds every such call in
 chapters 1-12, resolves `obj` the way the notebook does (its import lines, then the expression), and
-reads the source the reader sees. The cache and the fused path are taught in appendix A
+reads the source the reader sees. The cache and the fused path are taught in chapter 13
 (13_efficient_attention), so no source displayed before it may mention them; and every reshape or
 transpose shown carries a comment with the shapes, as nanoGPT's attention does.
 """
@@ -21,7 +21,7 @@ import pytest
 CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
 BEFORE_APPENDIX = sorted(p for p in CHAPTERS.glob("[0-9][0-9]_*.ipynb") if int(p.name[:2]) <= 12)
 
-# Words that belong to the appendix's extensions: the KV cache and the fused attention kernel.
+# Words that belong to chapter 13's extensions: the KV cache and the fused attention kernel.
 FORBIDDEN = re.compile(
     r"cache|KVCache|fused|F\.scaled_dot_product_attention|keep_attention_weights|incremental", re.IGNORECASE
 )
@@ -51,7 +51,7 @@ def _python_only(source: str) -> str:
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
 
 
-def test_every_chapter_before_the_appendix_is_checked():
+def test_every_chapter_before_chapter_13_is_checked():
     assert [p.name[:2] for p in BEFORE_APPENDIX] == [f"{i:02d}" for i in range(1, 13)]
 
 
@@ -62,7 +62,7 @@ def test_shown_code_never_mentions_the_cache_or_the_fused_path(path):
     for expression, obj in shown:
         source = textwrap.dedent(inspect.getsource(obj))
         found = sorted({m.group(0) for m in FORBIDDEN.finditer(source)})
-        assert not found, f"{path.name}: show_source({expression}) mentions {found}, which appendix A teaches"
+        assert not found, f"{path.name}: show_source({expression}) mentions {found}, which chapter 13 teaches"
 
 
 @pytest.mark.parametrize("path", BEFORE_APPENDIX, ids=lambda p: p.stem)

@@ -127,7 +127,37 @@ def test_counted_targets_follow_the_loss_ignore_index():
     assert training.counted_targets(tc.LabelSmoothingLoss(10, 0.1, ignore_index=0), target) == 3
     assert training.counted_targets(training.cross_entropy_loss(pad_id=0), target) == 3
     assert training.counted_targets(nn.CrossEntropyLoss(ignore_index=0), target) == 3
-    assert training.counted_targets(lambda logits, t: logits.sum(), target) == 8  # no ignore_index: all count
+
+    def every_target(logits, t):
+        return logits.sum()
+
+    every_target.ignore_index = None  # said explicitly: every target counts
+    assert training.counted_targets(every_target, target) == 8
+
+
+def test_counted_targets_refuses_a_loss_that_does_not_say_what_it_ignores():
+    # F.cross_entropy with ignore_index inside a lambda skips the padding, but nothing outside can see it.
+    def loss_fn(logits, t):
+        return F.cross_entropy(logits.flatten(0, 1), t.flatten(), ignore_index=0)
+
+    with pytest.raises(TypeError, match="loss_fn has no ignore_index attribute"):
+        training.counted_targets(loss_fn, torch.tensor([[5, 6, 0, 0]]))
+
+
+def test_each_rank_draws_its_own_dropout_masks_from_one_shared_stream():
+    masks, after = [], []
+    for rank in range(2):  # two processes that ran the same program from the same seed
+        tc.set_seed(0)
+        with training.rank_stream(rank, 2, torch.device("cpu")):
+            masks.append(F.dropout(torch.ones(4, 64), 0.5, training=True))
+        after.append(torch.rand(3))
+    assert not torch.equal(masks[0], masks[1])  # row k of rank 0 and row k of rank 1: different masks
+    assert torch.equal(after[0], after[1])  # the shared stream goes on alike on every rank
+    tc.set_seed(0)
+    with training.rank_stream(0, 1, torch.device("cpu")):  # one process: nothing changes
+        alone = F.dropout(torch.ones(4, 64), 0.5, training=True)
+    tc.set_seed(0)
+    assert torch.equal(alone, F.dropout(torch.ones(4, 64), 0.5, training=True))
 
 
 # --- mixed precision --------------------------------------------------------------------------------
@@ -203,6 +233,8 @@ def test_fit_trains_in_train_mode_and_leaves_eval_mode(corpus):
         modes.append(model.training)
         return ce(logits, target)
 
+    loss_fn.ignore_index = ce.ignore_index
+
     def evaluate():
         model.eval()  # as translate_batch does
         return 0.0
@@ -221,6 +253,7 @@ def test_fit_leaves_eval_mode_after_an_error(corpus, where):
     def failing(*args):
         raise RuntimeError("boom")
 
+    failing.ignore_index = ce.ignore_index
     loss_fn = failing if where == "loss" else ce
     evaluate = failing if where == "evaluate" else None
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

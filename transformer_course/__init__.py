@@ -3,14 +3,16 @@
     import transformer_course as tc
 
 Modules in chapter order (each imports only earlier ones): mlp, attention, masks, multihead, ffn,
-norm, residual, embedding, interop (copying PyTorch's layers), encoder, decoder, model, efficient (appendix A:
+norm, residual, embedding, interop (copying PyTorch's layers), encoder, decoder, model, efficient (chapter 13:
 the fused kernel and the KV cache, which decoding uses), decoding, training, data, checkpoint; then
 grammar (a language whose best possible loss is known), gpt (chapter 14) and bert (chapter 15).
 Tensors are batch-first (B, T, D); masks are bool with True = may attend.
 """
 
+from . import corpus
 from .attention import scaled_dot_product_attention
 from .bert import BERT, BERTClassifier, mask_tokens
+from .bpe import BPETokenizer
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .data import POST1_PAIRS, Batch, ParallelCorpus, Vocab, make_batch
 from .decoder import Decoder, DecoderLayer
@@ -20,12 +22,15 @@ from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbed
 from .encoder import Encoder, EncoderLayer
 from .ffn import PositionwiseFeedForward
 from .gpt import GPT, generate
+from .hf import from_hf, to_hf
 from .masks import causal_mask, combine_masks, from_hide_mask, from_keep_mask, padding_mask
 from .mlp import MLP, collapse_linear
 from .model import Transformer, TransformerConfig, count_parameters, summary
+from .modern import ModernConfig, ModernDecoder, RotaryEmbedding, SwiGLU, apply_rope, repeat_kv
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .norm import LayerNorm, RMSNorm
 from .residual import SublayerConnection
+from .textlm import bits_per_byte, compressed_bits_per_byte, get_batch, heldout_blocks, heldout_loss
 from .training import (
     History,
     LabelSmoothingLoss,
@@ -57,4 +62,7 @@ __all__ = [
     "Checkpoint", "save_checkpoint", "load_checkpoint",
     "GPT", "generate",
     "BERT", "BERTClassifier", "mask_tokens",
+    "BPETokenizer", "corpus",
+    "get_batch", "heldout_blocks", "heldout_loss", "bits_per_byte", "compressed_bits_per_byte",
+    "ModernConfig", "ModernDecoder", "RotaryEmbedding", "apply_rope", "SwiGLU", "repeat_kv", "from_hf", "to_hf",
 ]  # fmt: skip

@@ -7,7 +7,7 @@ guess without the words before it, which is why that model printed `NLP NLP NLP 
 
 A search needs one thing from the model: the logits of the next token after each prefix. A *scorer*
 gives them: `PrefixScorer` runs the decoder over the whole prefix at every step; `efficient.CachedScorer`
-(appendix A) computes the same logits from the new position alone. `run_greedy` and `run_beam` are the
+(chapter 13) computes the same logits from the new position alone. `run_greedy` and `run_beam` are the
 searches; `greedy_decode` and `beam_search` run them on a model (with the cached scorer unless
 `use_cache=False`).
 """

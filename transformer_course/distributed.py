@@ -15,6 +15,7 @@ Without torchrun, `setup()` returns rank 0 of 1 and starts nothing: the same pro
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 from dataclasses import dataclass
 
@@ -49,23 +50,29 @@ def _environment_int(name: str) -> int:
         ) from None
 
 
-def setup(device: torch.device | str | None = None) -> Process:
+def setup(device: torch.device | str | None = None, timeout: datetime.timedelta | None = None) -> Process:
     """Join the process group torchrun started (one process per device), or return rank 0 of 1 without it.
 
     device defaults to GPU LOCAL_RANK when GPUs are present (processes on one machine share its GPUs
-    out by local rank), else the CPU. The backend follows the device: NCCL for GPUs, gloo for the CPU.
+    out by local rank), else the CPU; "cuda" without an index also means GPU LOCAL_RANK. The backend
+    follows the device: NCCL for GPUs, gloo for the CPU. timeout bounds how long a collective waits for
+    the other processes (PyTorch's default: 10 minutes for NCCL, 30 for gloo), e.g. while rank 0 evaluates.
     """
+    if timeout is not None and not isinstance(timeout, datetime.timedelta):
+        raise TypeError(f"timeout must be a datetime.timedelta or None, got {type(timeout).__name__}")
     world_size = _environment_int("WORLD_SIZE") if "WORLD_SIZE" in os.environ else 1
     if world_size == 1:
         return Process(0, 1, training.get_device() if device is None else torch.device(device))
     local_rank = _environment_int("LOCAL_RANK")
     if device is None:
-        device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
+    if device.type == "cuda" and device.index is None:  # bare "cuda" is GPU 0: every rank would share it
+        device = torch.device("cuda", local_rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # "cuda" now means this process's GPU, for every library
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timeout)
     return Process(dist.get_rank(), dist.get_world_size(), device)
 
 

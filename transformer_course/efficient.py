@@ -1,4 +1,4 @@
-"""Appendix A: making attention fast — the fused kernel and the KV cache (键值缓存).
+"""Chapter 13: making attention fast — the fused kernel and the KV cache (键值缓存).
 
 Two extensions of the chapters' code, each switched on from outside it:
 
@@ -70,7 +70,7 @@ class LayerCache:
 
     They are written into buffers with spare room along the time axis (16 positions at first, then twice
     the length they must hold whenever they are full): torch.cat would copy the whole prefix at every
-    step, work that grows with the square of the generated length.
+    step, as many positions as the attention reads, doubling the cached step's memory traffic.
     `memory` holds a cross-attention's keys and values of the encoder output, projected once.
     """
 
@@ -143,7 +143,9 @@ def cached_self_attention(
     Their keys and values join the cache; `mask` covers (t new positions) × (length after appending).
     Returns (B, t, D).
     """
-    q, k, v = (split_heads(y, attn.n_heads) for y in attn.project_qkv(x))  # (B, t, D) -> (B, H, t, d_k)
+    # Three products, not project_qkv: stacking W_Q, W_K, W_V copies all three matrices at every call, which
+    # for one new token can take longer than the products themselves (chapter 13 measures it).
+    q, k, v = (split_heads(w(x), attn.n_heads) for w in (attn.w_q, attn.w_k, attn.w_v))  # (B, t, D) -> (B, H, t, d_k)
     k, v = cache.append(k, v)  # (B, H, length, d_k)
     return attn.attend(q, k, v, mask)
 

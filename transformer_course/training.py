@@ -194,9 +194,38 @@ def micro_batches(rows: tuple[torch.Tensor, ...], accumulate: int) -> list[tuple
 
 
 def counted_targets(loss_fn: Callable, target: torch.Tensor) -> int:
-    """How many targets `loss_fn` averages over: those other than `loss_fn.ignore_index` (all if it has none)."""
-    ignore = getattr(loss_fn, "ignore_index", None)
+    """How many targets `loss_fn` averages over: those other than `loss_fn.ignore_index` (all if it is None).
+
+    A loss without the attribute is refused: it may skip padding (a lambda around F.cross_entropy with
+    ignore_index) while every target would be counted, which silently weights the parts of a batch wrongly.
+    """
+    if not hasattr(loss_fn, "ignore_index"):
+        raise TypeError(
+            "loss_fn has no ignore_index attribute, so the targets it averages over cannot be counted: set "
+            "loss_fn.ignore_index to the padding id it skips, or to None if every target counts"
+        )
+    ignore = loss_fn.ignore_index
     return target.numel() if ignore is None else int((target != ignore).sum())
+
+
+@contextlib.contextmanager
+def rank_stream(rank: int, world_size: int, device: torch.device) -> Iterator[None]:
+    """Inside, this process draws random numbers (dropout masks) from a stream of its own rank.
+
+    Every process runs the same program from the same seed, so their generators agree: rank 1's k-th row
+    would get rank 0's k-th row's dropout mask, a correlation one process never has. One number drawn
+    from the shared stream (the same on every rank) plus the rank seeds the private stream; on leaving,
+    the shared stream resumes, one draw further on every rank. In a single process it changes nothing.
+    """
+    if world_size == 1:
+        yield
+        return
+    seed = int(torch.randint(2**62, ())) + rank
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.default_generator.manual_seed(seed)
+        if device.type == "cuda":
+            torch.cuda.manual_seed(seed)  # the current GPU, this process's
+        yield
 
 
 def batch_gradients(
@@ -224,20 +253,21 @@ def batch_gradients(
     (total,) = _all_sum([float(sum(counts))], world_size)
     if total == 0:
         raise ValueError("the batch has no target to learn from: every target equals loss_fn.ignore_index")
-    device_type = next(model.parameters()).device.type
+    device = next(model.parameters()).device
     dtype = PRECISIONS[precision]
     batch_loss = 0.0
-    for i, ((src, tgt_in, tgt_out), n) in enumerate(zip(parts, counts)):
-        # DDP averages the gradients during the backward pass of the last micro-batch only.
-        last = i == len(parts) - 1
-        # DDP's no_sync: skip the all-reduce of this micro-batch's gradients (they add up locally).
-        no_sync = getattr(model, "no_sync", contextlib.nullcontext)
-        with contextlib.nullcontext() if last or world_size == 1 else no_sync():
-            with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
-                loss = loss_fn(model(src, tgt_in), tgt_out)
-            weighted = loss * (n * world_size / total)
-            (weighted if scaler is None else scaler.scale(weighted)).backward()
-        batch_loss += weighted.item() / world_size
+    with rank_stream(rank, world_size, device):  # each rank its own dropout masks
+        for i, ((src, tgt_in, tgt_out), n) in enumerate(zip(parts, counts)):
+            # DDP averages the gradients during the backward pass of the last micro-batch only.
+            last = i == len(parts) - 1
+            # DDP's no_sync: skip the all-reduce of this micro-batch's gradients (they add up locally).
+            no_sync = getattr(model, "no_sync", contextlib.nullcontext)
+            with contextlib.nullcontext() if last or world_size == 1 else no_sync():
+                with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                    loss = loss_fn(model(src, tgt_in), tgt_out)
+                weighted = loss * (n * world_size / total)
+                (weighted if scaler is None else scaler.scale(weighted)).backward()
+            batch_loss += weighted.item() / world_size
     (batch_loss,) = _all_sum([batch_loss], world_size)
     return batch_loss
 

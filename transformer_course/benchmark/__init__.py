@@ -1,4 +1,4 @@
-"""How fast is the package? Timings and memory, measured side by side (the "Making attention fast" appendix).
+"""How fast is the package? Timings and memory, measured side by side (chapter 13, "Making attention fast").
 
     python -m transformer_course.benchmark                        # every section: 2-3 minutes on 2 idle cores
     python -m transformer_course.benchmark --quick                # small sizes, a smoke test (about 10 s)
@@ -14,7 +14,7 @@ and the generated corpus), `gpt_training` and `gpt_sampling` (chapter 14's GPT: 
 floor it gets and how fast, and sampling with and without the KV cache); `compile` (torch.compile against
 eager mode) runs only when named, because compiling takes minutes. Each is a function that returns a
 `Table`, rows of plain numbers with the shapes and the method in its notes, which `main` prints and the
-appendix notebook plots.
+chapter 13's notebook plots.
 
 How the timings are taken: all variants of a comparison run in one process, interleaved (A B A B ...,
 the order rotated every round), so a burst of background load hits them alike; each variant first
