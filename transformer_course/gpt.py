@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -167,9 +167,32 @@ def sample_next(
     return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
 
 
+@runtime_checkable
+class LanguageModel(Protocol):
+    """What `generate` needs of a model: `GPT` and chapter 19's `ModernDecoder` both have it.
+
+    model(ids (B, T), cache) -> logits (B, T, vocab_size), computed for the positions after the cached ones.
+    """
+
+    vocab_size: int
+    max_len: int
+    training: bool
+
+    def __call__(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor: ...
+
+    def new_cache(self) -> KVCache: ...
+
+    def eval(self) -> nn.Module: ...
+
+    def train(self, mode: bool = True) -> nn.Module: ...
+
+
 def _check_generate_args(model, ids, max_new_tokens, temperature, top_k, top_p, generator) -> None:
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a transformer_course.GPT, got {type(model).__name__}")
+    if not isinstance(model, LanguageModel):
+        raise TypeError(
+            "model must be a transformer_course.GPT or another language model with forward(ids, cache), "
+            f"new_cache(), vocab_size and max_len (e.g. ModernDecoder), got {type(model).__name__}"
+        )
     check_tensor(ids, "ids", ndim=2, floating=False)
     if ids.shape[1] == 0:
         raise ValueError("ids is empty: the prompt needs at least one token (e.g. <bos>), shape (B, T >= 1)")
