@@ -265,3 +265,17 @@ def test_a_short_training_run_approaches_the_floor():
     assert before > math.log(len(language.vocab)) - 0.1  # an untrained model: about uniform over the vocabulary
     assert language.floor < after < 1.85 < before
     assert history.steps == 150 and len(history.losses) == 150 and not model.training
+
+
+def test_evaluate_lm_refuses_a_batch_with_nothing_to_predict():
+    model = tc.GPT(vocab_size=10, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=8)
+    with pytest.raises(ValueError, match="no token to predict"):
+        tc.gpt.evaluate_lm(model, torch.tensor([[3, 0, 0, 0], [5, 0, 0, 0]]), pad_id=0)
+
+
+def test_evaluate_lm_gives_back_each_submodules_own_mode():
+    # A frozen block stays in eval mode: model.train(was_training) would switch its dropout back on.
+    model = tc.GPT(vocab_size=10, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=8).train()
+    model.layers[0].eval()
+    loss = tc.gpt.evaluate_lm(model, torch.tensor([[1, 2, 3, 4], [4, 3, 2, 0]]), pad_id=0)
+    assert loss > 0 and model.training and model.layers[1].training and not model.layers[0].training

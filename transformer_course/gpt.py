@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._modes import evaluating
 from ._validate import check_positive_int, check_tensor
 from .efficient import KVCache, LayerCache, cached_self_attention
 from .embedding import LearnedPositionalEncoding
@@ -270,21 +271,22 @@ def lm_loss(logits: torch.Tensor, ids: torch.Tensor, pad_id: int) -> torch.Tenso
 
 @torch.no_grad()
 def evaluate_lm(model: GPT, ids: torch.Tensor, pad_id: int, batch_size: int = 1024) -> float:
-    """The mean loss per predicted token over the rows of ids (B, T), padding not counted; in eval mode."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    try:
+    """The mean loss per predicted token over the rows of ids (B, T), padding not counted; in eval mode.
+
+    Each submodule's train/eval flag is restored afterwards (`evaluating`), a frozen one included.
+    """
+    check_tensor(ids, "ids", ndim=2, floating=False)
+    targets = ids[:, 1:]
+    if not bool((targets != pad_id).any()):
+        raise ValueError(f"ids has no token to predict: every position after the first is padding (pad_id={pad_id})")
+    total = 0.0
+    with evaluating(model):
         for rows in ids.split(batch_size):
             logits = model(rows[:, :-1])
-            targets = rows[:, 1:]
             total += float(
-                F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id, reduction="sum")
+                F.cross_entropy(logits.flatten(0, 1), rows[:, 1:].flatten(), ignore_index=pad_id, reduction="sum")
             )
-            count += int((targets != pad_id).sum())
-    finally:
-        model.train(was_training)
-    return total / count
+    return total / int((targets != pad_id).sum())
 
 
 def warmup_cosine(step: int, steps: int, warmup: int) -> float:
