@@ -274,6 +274,7 @@ def test_fit_on_a_one_shot_iterator_says_it_is_exhausted(corpus):
 
 def test_fit_refuses_torchrun_without_a_process_group(corpus, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")  # as torchrun sets it
     with pytest.raises(RuntimeError, match=r"WORLD_SIZE=2.*distributed.setup\(\)"):
         train(corpus, varied_batches(corpus), 1)
 
@@ -368,3 +369,74 @@ def test_a_bad_seed_is_refused_before_anything_is_reseeded(seed, error):
 def test_the_largest_seed_pytorch_takes_is_accepted():
     tc.set_seed(2**64 - 1)
     assert torch.initial_seed() == 2**64 - 1
+
+
+# ---- fit refuses, by name, what would train silently wrong or fail deep inside
+
+
+def _tiny_setup():
+    torch.manual_seed(0)
+    corpus = tc.ParallelCorpus(tc.POST1_PAIRS)
+    model = tc.Transformer(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2, n_layers=1, d_ff=32)
+    loss_fn = training.cross_entropy_loss(corpus.tgt_vocab.pad_id)
+    return corpus, model, loss_fn, torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize(
+    ("clip_grad", "exc", "words"),
+    [(0, ValueError, "clip_grad=0 must be a positive"), (-1.0, ValueError, "clip_grad=-1.0"),
+     (float("inf"), ValueError, "finite"), ("1", TypeError, "clip_grad must be a number")],
+)  # fmt: skip
+def test_fit_refuses_a_clipping_norm_that_cannot_train(clip_grad, exc, words):
+    # clip_grad=0 scaled every gradient to zero (nothing learnt); -1 flipped them (training away from the target).
+    corpus, model, loss_fn, optimizer = _tiny_setup()
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(exc, match=words):
+        tc.fit(model, [corpus.batch()], 2, optimizer, loss_fn, clip_grad=clip_grad, progress=False)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())), "refused before any step"
+
+
+def test_fit_given_the_corpus_or_tuples_names_what_it_wants():
+    corpus, model, loss_fn, optimizer = _tiny_setup()
+    with pytest.raises(TypeError, match=r"corpus.batches\(batch_size\)"):
+        tc.fit(model, corpus, 2, optimizer, loss_fn, progress=False)
+    batch = corpus.batch()
+    with pytest.raises(TypeError, match=r"must have .src, .tgt_in and .tgt_out .* got tuple"):
+        tc.fit(model, [(batch.src, batch.tgt_in, batch.tgt_out)], 2, optimizer, loss_fn, progress=False)
+
+
+@pytest.mark.parametrize("returned", [None, "0.5", [0.5]])
+def test_fit_refuses_an_evaluate_that_returns_no_number(returned):
+    corpus, model, loss_fn, optimizer = _tiny_setup()
+    with pytest.raises(TypeError, match="evaluate\\(\\) must return a number"):
+        tc.fit(model, [corpus.batch()], 2, optimizer, loss_fn, evaluate=lambda: returned, eval_every=1, progress=False)
+
+
+def test_fit_accepts_a_one_element_tensor_score():
+    corpus, model, loss_fn, optimizer = _tiny_setup()
+    history = tc.fit(model, [corpus.batch()], 2, optimizer, loss_fn, evaluate=lambda: torch.tensor(0.25),
+                     eval_every=1, progress=False)  # fmt: skip
+    assert history.evals == [(1, 0.25), (2, 0.25)]
+
+
+def test_fit_refuses_fp16_autocast_on_half_weights():
+    corpus, model, loss_fn, _ = _tiny_setup()
+    model.half()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="needs float32 weights"):
+        tc.fit(model, [corpus.batch()], 2, optimizer, loss_fn, precision="fp16", progress=False)
+
+
+@pytest.mark.parametrize(
+    ("env", "exc", "words"),
+    [({"WORLD_SIZE": "abc"}, ValueError, "WORLD_SIZE='abc' must be a positive integer"),
+     ({"WORLD_SIZE": "0"}, ValueError, "WORLD_SIZE='0'"),
+     ({"WORLD_SIZE": "4"}, RuntimeError, "torchrun did not start this program"),
+     ({"WORLD_SIZE": "4", "LOCAL_RANK": "0"}, RuntimeError, "no process group is running")],
+)  # fmt: skip
+def test_world_explains_a_bad_or_stale_world_size(monkeypatch, env, exc, words):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(exc, match=words):
+        training.world()

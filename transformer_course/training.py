@@ -156,7 +156,15 @@ def world() -> tuple[int, int]:
     """
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    text = os.environ.get("WORLD_SIZE", "1")
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"the environment variable WORLD_SIZE={text!r} must be a positive integer (torchrun sets it)")
+    launched = int(text)
+    if launched > 1 and "LOCAL_RANK" not in os.environ:
+        raise RuntimeError(
+            f"WORLD_SIZE={launched} is set, but torchrun did not start this program (it sets LOCAL_RANK too): "
+            "unset WORLD_SIZE, left over from another run, or launch the program with torchrun"
+        )
     if launched > 1:
         raise RuntimeError(
             f"this is one of {launched} processes started by torchrun (WORLD_SIZE={launched}) but no process "
@@ -278,6 +286,11 @@ def _passes(data: Iterable) -> Iterator:
     while True:
         before = served
         for batch in data:
+            if not all(hasattr(batch, name) for name in ("src", "tgt_in", "tgt_out")):
+                raise TypeError(
+                    "each batch of data must have .src, .tgt_in and .tgt_out (a transformer_course.data.Batch, as "
+                    f"corpus.batches(batch_size) yields), got {type(batch).__name__}"
+                )
             served += 1
             yield batch
         if served == before:
@@ -307,9 +320,10 @@ def fit(
 ) -> History:
     """Train `model` for up to `steps` optimizer steps on batches drawn from `data`, again and again.
 
-    Each batch has `.src`, `.tgt_in`, `.tgt_out` (see `transformer_course.data.Batch`); `loss_fn(logits,
-    tgt_out)` returns the mean over the targets other than its `ignore_index` attribute (all targets if it
-    has none), like `LabelSmoothingLoss` and `nn.CrossEntropyLoss`. Every `eval_every` steps, and after
+    Each batch has `.src`, `.tgt_in`, `.tgt_out` (see `transformer_course.data.Batch`); `loss_fn(logits
+    (B, T, V), tgt_out (B, T))` returns the mean over the targets other than its `ignore_index` attribute,
+    like `LabelSmoothingLoss` and `cross_entropy_loss(pad_id)` (`nn.CrossEntropyLoss` wants the classes in
+    dimension 1: flatten the logits to (B·T, V) and the targets to (B·T) first). Every `eval_every` steps, and after
     the last step, `evaluate()` is called (e.g. exact-match accuracy); training stops early once it
     reaches `target`. Progress is shown with a tqdm bar (off with progress=False).
 
@@ -326,11 +340,7 @@ def fit(
     The model trains in training mode and is left in evaluation mode (model.eval()) when fit returns or
     raises, since what usually follows is evaluation or inference.
     """
-    check_positive_int(steps, "steps")
-    check_positive_int(eval_every, "eval_every")
-    check_positive_int(accumulate, "accumulate")
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision={precision!r} must be one of {', '.join(map(repr, PRECISIONS))}")
+    _check_fit_args(model, data, steps, eval_every, clip_grad, accumulate, precision)
     rank, world_size = world()
     device = next(model.parameters()).device
     trained = model
@@ -364,7 +374,7 @@ def fit(
             bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
             if evaluate is not None and (history.steps % eval_every == 0 or history.steps == steps):
                 # Rank 0 evaluates and shares its score, so that every process stops at the same step.
-                (score,) = _all_sum([float(evaluate()) if rank == 0 else 0.0], world_size)
+                (score,) = _all_sum([_score(evaluate) if rank == 0 else 0.0], world_size)
                 model.train()  # evaluate() may have switched the model to eval mode
                 history.evals.append((history.steps, score))
                 if target is not None and score >= target:
@@ -374,6 +384,38 @@ def fit(
         model.eval()
     history.seconds = time.perf_counter() - start
     return history
+
+
+def _check_fit_args(model, data, steps, eval_every, clip_grad, accumulate, precision) -> None:
+    """fit's arguments, each refused by name before any training."""
+    check_positive_int(steps, "steps")
+    check_positive_int(eval_every, "eval_every")
+    check_positive_int(accumulate, "accumulate")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} must be one of {', '.join(map(repr, PRECISIONS))}")
+    if clip_grad is not None:
+        if isinstance(clip_grad, bool) or not isinstance(clip_grad, (int, float)):
+            raise TypeError(f"clip_grad must be a number or None, got {type(clip_grad).__name__}")
+        # 0 would scale every gradient to nothing, a negative norm would flip them: neither trains.
+        if not 0 < clip_grad < math.inf:
+            raise ValueError(f"clip_grad={clip_grad!r} must be a positive finite gradient norm (or None: no clipping)")
+    if hasattr(data, "pairs") and hasattr(data, "batches"):
+        raise TypeError("data is a corpus, not its batches: pass corpus.batches(batch_size) (or [corpus.batch()])")
+    if precision == "fp16" and any(p.dtype == torch.float16 for p in model.parameters()):
+        raise ValueError(
+            'precision="fp16" needs float32 weights (autocast computes in float16, the GradScaler unscales float32 '
+            "gradients): keep the model in float32 instead of calling .half()"
+        )
+
+
+def _score(evaluate: Callable[[], float]) -> float:
+    """evaluate()'s score as a float; anything but a real number is refused by name."""
+    score = evaluate()
+    if isinstance(score, torch.Tensor) and score.numel() == 1:
+        score = score.item()
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        raise TypeError(f"evaluate() must return a number (a score such as accuracy), got {type(score).__name__}")
+    return float(score)
 
 
 def _optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> bool:
