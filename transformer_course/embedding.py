@@ -38,7 +38,7 @@ class TokenEmbedding(nn.Module):
 
     The paper gives neither a reason for the factor nor an initialisation; with the package's
     Xavier-initialised (possibly tied) matrix, the factor brings the token vectors to the order of size of
-    the positional encodings (chapter 8 measures it).
+    the positional encodings only while the vocabulary is close to d_model (chapters 8 and 11 measure it).
     """
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = None):
