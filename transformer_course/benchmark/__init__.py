@@ -11,10 +11,14 @@ against `torch.nn.MultiheadAttention`), `decoding` (greedy decoding with and wit
 `memory` (peak memory as the length doubles), `copy` (The Annotated Transformer's copy task, trained
 until it is solved), `post1` and `translation` (how fast chapter 12's models learn post 1's five pairs
 and the generated corpus), `gpt_training` and `gpt_sampling` (chapter 14's GPT: how close to the known
-floor it gets and how fast, and sampling with and without the KV cache); `compile` (torch.compile against
-eager mode) runs only when named, because compiling takes minutes. Each is a function that returns a
-`Table`, rows of plain numbers with the shapes and the method in its notes, which `main` prints and the
-chapter 13's notebook plots.
+floor it gets and how fast, and sampling with and without the KV cache), `bpe` (chapter 17's tokenizer
+against Hugging Face's `tokenizers`: training and encoding speed, tokens per byte). Three run only when
+named: `compile` (torch.compile against eager mode: compiling takes minutes), `modern` (chapter 19's decoder
+against `transformers`' Llama with the same weights, and the KV cache's bytes per token; needs
+`transformers`) and `text_lm` (chapter 18's GPT trained on real text for 1, 2 and 5 CPU minutes, in bits
+per byte against gzip, bz2 and lzma: about 8 CPU minutes). Each is a function that returns a `Table`, rows
+of plain numbers with the shapes and the method in its notes, which `main` prints and chapter 13's notebook
+plots.
 
 How the timings are taken: all variants of a comparison run in one process, interleaved (A B A B ...,
 the order rotated every round), so a burst of background load hits them alike; each variant first
@@ -27,6 +31,7 @@ The sections live in private modules (`_attention`, `_decoding`, ...); everythin
 """
 
 from ._attention import attention, memory, multihead
+from ._bpe import bpe
 from ._cli import FUNCTIONS, OPTIONAL_SECTIONS, QUICK, SECTIONS, choose_threads, main, run
 from ._compiling import compiled
 from ._copy_task import COPY_CONFIGS, CopyTask, copy_accuracy, copy_task
@@ -34,10 +39,13 @@ from ._core import MiB, Table, environment, peak_memory, time_variants
 from ._decoding import decoding
 from ._figures import figure
 from ._language_models import gpt_sampling, gpt_training
+from ._modern import modern
+from ._text import text_lm
 from ._translation import post1_pairs, translation
 
 __all__ = [
     "COPY_CONFIGS", "FUNCTIONS", "MiB", "OPTIONAL_SECTIONS", "QUICK", "SECTIONS", "CopyTask", "Table", "attention",
     "choose_threads", "compiled", "copy_accuracy", "copy_task", "decoding", "environment", "figure", "gpt_sampling",
-    "gpt_training", "main", "memory", "multihead", "peak_memory", "post1_pairs", "run", "time_variants", "translation",
+    "gpt_training", "main", "memory", "modern", "multihead", "peak_memory", "post1_pairs", "run", "text_lm",
+    "time_variants", "translation", "bpe",
 ]  # fmt: skip

@@ -10,17 +10,22 @@ from collections.abc import Callable, Iterator, Sequence
 
 from ..training import set_threads
 from ._attention import attention, memory, multihead
+from ._bpe import bpe
 from ._compiling import compiled
 from ._copy_task import copy_task
 from ._core import Table, environment, resolve_device
 from ._decoding import decoding
 from ._figures import figure
 from ._language_models import gpt_sampling, gpt_training
+from ._modern import modern
+from ._text import text_lm
 from ._translation import post1_pairs, translation
 
 SECTIONS = ("attention", "multihead", "decoding", "memory", "copy", "post1", "translation", "gpt_training",
-            "gpt_sampling")  # fmt: skip
-OPTIONAL_SECTIONS = ("compile",)  # run only when named with --only: compiling takes minutes
+            "gpt_sampling", "bpe")  # fmt: skip
+# Run only when named with --only: compiling takes minutes; modern needs transformers, not a package dependency;
+# text_lm trains for 8 minutes of CPU.
+OPTIONAL_SECTIONS = ("compile", "modern", "text_lm")
 FUNCTIONS: dict[str, Callable[..., Table]] = {
     "attention": attention,
     "multihead": multihead,
@@ -31,7 +36,10 @@ FUNCTIONS: dict[str, Callable[..., Table]] = {
     "translation": translation,
     "gpt_training": gpt_training,
     "gpt_sampling": gpt_sampling,
+    "bpe": bpe,
     "compile": compiled,
+    "modern": modern,
+    "text_lm": text_lm,
 }
 QUICK: dict[str, dict[str, object]] = {
     "attention": dict(lengths=(64, 256), batch=2, repeats=3, warmup=1),
@@ -43,7 +51,10 @@ QUICK: dict[str, dict[str, object]] = {
     "translation": dict(seeds=1),
     "gpt_training": dict(steps=200, eval_every=50, seeds=1),
     "gpt_sampling": dict(batch_sizes=(1, 4), new_tokens=(16, 32), d_model=64, d_ff=256, n_layers=2, repeats=1),
+    "bpe": dict(vocab_sizes=(300,), max_chars=5_000),
     "compile": dict(length=64, repeats=3, warmup=1),
+    "modern": dict(d_model=64, n_layers=2, n_heads=4, batch=2, length=32, new_tokens=16, repeats=1),
+    "text_lm": dict(minutes=(0.02,), vocab_size=300, train_chars=40_000),
 }
 
 
@@ -105,7 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         threads, source = choose_threads(args.threads)
     except ValueError as error:
         parser.error(str(error))
-    device = resolve_device(args.device)
+    try:
+        device = resolve_device(args.device)
+    except ValueError as error:
+        parser.error(str(error))
     lines = environment(device)
     lines = [f"{line} (from {source})" if line.startswith("torch threads:") else line for line in lines]
     print("\n".join(lines), flush=True)

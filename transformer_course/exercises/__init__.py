@@ -43,6 +43,9 @@ CHAPTER_MODULES = (
     "decoding",  # chapter 12
     "gpt",  # chapter 14
     "bert",  # chapter 15
+    "bpe",  # chapter 17
+    "textlm",  # chapter 18
+    "modern",  # chapter 19
 )
 for _name in CHAPTER_MODULES:
     importlib.import_module(f"{__name__}.{_name}")
