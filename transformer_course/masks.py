@@ -22,6 +22,17 @@ def _check_bool_mask(mask, name: str = "mask") -> None:
         raise TypeError(f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}")
 
 
+def _check_masks_combine(masks: list) -> None:
+    """Boolean masks whose shapes broadcast together (named masks[i], counting the ones given)."""
+    for i, m in enumerate(masks):
+        _check_bool_mask(m, f"masks[{i}]")
+    try:
+        torch.broadcast_shapes(*(m.shape for m in masks))
+    except RuntimeError:
+        shapes = ", ".join(str(tuple(m.shape)) for m in masks)
+        raise ValueError(f"masks of shapes {shapes} do not broadcast together: line up their dimensions") from None
+
+
 def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
     """(size, size) bool, True on and below the diagonal: position t may attend to 0..t only."""
     check_positive_int(size, "size")
@@ -46,8 +57,7 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     `None` entries (no restriction) are skipped; with no mask left the result is None.
     """
     present = [m for m in masks if m is not None]
-    for i, m in enumerate(present):
-        _check_bool_mask(m, f"masks[{i}]")
+    _check_masks_combine(present)
     if not present:
         return None
     combined = present[0]

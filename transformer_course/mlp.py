@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from ._validate import check_positive_int
+from ._validate import check_positive_int, check_tensor
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "identity": nn.Identity}
 
@@ -48,14 +48,20 @@ class MLP(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.sizes[0]:
-            raise ValueError(f"x has {x.shape[-1]} features in its last dimension, expected {self.sizes[0]}")
+        _check_input(x, self.sizes[0])
         return self.layers(x)
 
     @property
     def linears(self) -> list[nn.Linear]:
         """The Linear layers, first to last (the activations between them left out)."""
         return [layer for layer in self.layers if isinstance(layer, nn.Linear)]
+
+
+def _check_input(x, n_in: int) -> None:
+    """A floating-point tensor (..., n_in): integer inputs would fail inside nn.Linear with a dtype error."""
+    check_tensor(x, "x", floating=True)
+    if x.dim() == 0 or x.shape[-1] != n_in:
+        raise ValueError(f"x has {x.shape[-1] if x.dim() else 0} features in its last dimension, expected {n_in}")
 
 
 def collapse_linear(layers: Sequence[nn.Linear]) -> nn.Linear:
