@@ -5,11 +5,13 @@
 Three sources, one JSON line per document ({"source", "name", "split", "text"}):
 
 - ``python-docs``: the docstrings of a fixed list of pure-Python standard-library modules, read from their
-  source with ``ast`` (nothing imported), one document per module (Python Software Foundation License);
+  source with ``ast`` (nothing imported), one document per module, docstrings of 40 characters or fewer left
+  out (Python Software Foundation License);
 - ``course``: the markdown cells of ``chapters/*.ipynb`` and the pages ``book/*.md`` of this course, one
-  document per file (written for the course);
-- ``poems``: the Tang poems (唐诗三百首) and Song lyrics (宋词) of Debian's ``fortunes-zh`` package (files
-  ``tang300`` and ``song100``), one document per poem (public domain), colour codes removed.
+  document per file (the course's own text);
+- ``poems``: the Tang poems (唐诗三百首) and Song-dynasty poems (宋诗) of Debian's ``fortunes-zh`` package
+  (files ``tang300`` and ``song100``), one document per poem, colour codes removed (the poems are in the public
+  domain; the transcription is fortunes-zh's, GPL-3.0-or-later: see corpus_data/NOTICE.md).
 
 In each source, documents are sorted by name and every tenth one (positions 9, 19, 29, ...) is held out.
 The output is committed: the package never runs this script, and installing it needs no network.

@@ -73,6 +73,13 @@ def test_corpus_ships_its_licences():
     assert "PYTHON SOFTWARE FOUNDATION LICENSE" in (folder / "PSF-LICENSE.txt").read_text(encoding="utf-8")
     notice = (folder / "NOTICE.md").read_text(encoding="utf-8")
     assert all(source in notice for source in corpus.SOURCES)
+    # NOTICE.md names the modules whose docstrings keep their authors' own lines: each is there, in that module.
+    authors = {"ast": "Armin Ronacher", "logging": "Vinay Sajip", "optparse": "Greg Ward",
+               "socketserver": "Luke Kenneth Casson Leighton"}  # fmt: skip
+    docs = {r["name"]: r["text"] for r in map(json.loads, corpus.DATA.read_text(encoding="utf-8").splitlines())
+            if r["source"] == "python-docs"}  # fmt: skip
+    assert all(author in docs[module] and f"`{module}` ({author})" in notice for module, author in authors.items())
+    assert "宋诗" in notice and "Song lyrics" not in notice  # song100 holds Song-dynasty shi, not ci
 
 
 def test_corpus_rejects_an_unknown_split_or_source():

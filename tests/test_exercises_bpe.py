@@ -4,15 +4,18 @@ The wrong answers below are written the way a reader might write them, independe
 checkers use to recognise the mistakes; at least ten per exercise.
 """
 
-from collections import Counter, defaultdict
+import codecs
+from collections import Counter
 from itertools import pairwise
 
 import pytest
 
 import transformer_course as tc
+from transformer_course.bpe import pretokenize
+from transformer_course.exercises import bpe as exercises
 from transformer_course.exercises import check, solutions
 
-NAMES = ["most_frequent_pair", "train_merges", "encode_word"]
+NAMES = ["pair_changes", "merges_to_one_token", "complete_length"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -20,167 +23,6 @@ def test_reference_solution_passes(name):
     result = getattr(check, name)(getattr(solutions, name))
     assert result.passed and result.mistake is None, result
     assert repr(result).startswith(f"✅ {name}: passed all")
-
-
-def test_solutions_agree_with_the_package():
-    # Ids differ (the package numbers bytes in GPT-2's order), merges as bytes do not when no count ties.
-    texts = ["ab"] * 5 + ["cd"] * 3 + ["ef"] + ["abcd"] * 2
-    merges = solutions.train_merges([t.encode() for t in texts], 4)
-    spelled = {b: bytes([b]) for b in range(256)}
-    for i, (a, b) in enumerate(merges):
-        spelled[256 + i] = spelled[a] + spelled[b]
-    package = tc.BPETokenizer.train(texts, 256 + 4)
-    assert [spelled[256 + i] for i in range(4)] == package.vocab[256:] == [b"ab", b"cd", b"abcd", b"ef"]
-    table = {pair: 256 + i for i, pair in enumerate(merges)}
-    assert solutions.encode_word("abcdab", table) == (258, 256)
-    assert solutions.most_frequent_pair([t.encode() for t in texts]) == (97, 98)
-
-
-def test_solutions_accept_lists_as_well_as_tuples():
-    assert check.most_frequent_pair(lambda words: list(solutions.most_frequent_pair(words))).passed
-    assert check.train_merges(lambda words, n: [list(p) for p in solutions.train_merges(words, n)]).passed
-    assert check.encode_word(lambda word, merges: list(solutions.encode_word(word, merges))).passed
-
-
-# ---- exercise 17.1: the most frequent pair
-
-
-def pair_joined_text(words):
-    data = b"".join(words)
-    counts = Counter(pairwise(data))
-    return max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
-
-
-def pair_from_a_set(words):
-    counts = Counter()
-    for w in set(words):
-        counts.update(pairwise(w))
-    return max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
-
-
-def pair_with_bytes_count(words):
-    counts = {}
-    for w in words:
-        for i in range(len(w) - 1):
-            pair = w[i : i + 2]
-            counts[pair] = counts.get(pair, 0) + 1
-    # recount with bytes.count, "more accurate"
-    totals = {p: sum(w.count(p) for w in words) for p in counts}
-    best = max(totals, key=lambda p: (totals[p], -p[0], -p[1]))
-    return best[0], best[1]
-
-
-def pair_most_common(words):
-    counts = Counter()
-    for w in words:
-        counts.update(pairwise(w))
-    return counts.most_common(1)[0][0]
-
-
-def pair_sorted_descending(words):
-    counts = Counter()
-    for w in words:
-        counts.update(pairwise(w))
-    return sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[0][0]
-
-
-def pair_greater_equal_loop(words):
-    counts = defaultdict(int)
-    for w in words:
-        for a, b in pairwise(w):
-            counts[(a, b)] += 1
-    best, best_n = None, -1
-    for pair, n in counts.items():
-        if n >= best_n:
-            best, best_n = pair, n
-    return best
-
-
-def pair_reversed(words):
-    counts = Counter()
-    for w in words:
-        counts.update(zip(w[1:], w))
-    return max(counts, key=lambda p: (counts[p], -p[1], -p[0]))
-
-
-def pair_min(words):
-    counts = Counter()
-    for w in words:
-        counts.update(pairwise(w))
-    return min(counts, key=lambda p: (counts[p], p))
-
-
-def pair_off_by_one(words):
-    counts = Counter()
-    for w in words:
-        for i in range(len(w) - 2):
-            counts[(w[i], w[i + 1])] += 1
-    return max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
-
-
-def pair_circular(words):
-    counts = Counter()
-    for w in words:
-        for i in range(len(w)):
-            counts[(w[i], w[(i + 1) % len(w)])] += 1
-    return max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
-
-
-def pair_as_bytes(words):
-    counts = Counter()
-    for w in words:
-        counts.update(pairwise(w))
-    a, b = max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
-    return bytes([a]), bytes([b])
-
-
-def pair_with_its_count(words):
-    counts = Counter()
-    for w in words:
-        counts.update(pairwise(w))
-    best = max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
-    return best, counts[best]
-
-
-def pair_of_characters(words):
-    counts = Counter()
-    for w in words:
-        text = w.decode("utf-8")
-        counts.update(pairwise(text))
-    a, b = max(counts, key=lambda p: (counts[p], -ord(p[0]), -ord(p[1])))
-    return ord(a), ord(b)
-
-
-WRONG_PAIRS = [
-    (pair_joined_text, "across_boundaries", "across word boundaries"),
-    (pair_from_a_set, "repeats_ignored", "counted once"),
-    (pair_with_bytes_count, "non_overlapping", "overlapping pairs were missed"),
-    (pair_most_common, "tie_first_seen", "pair seen first"),
-    (pair_sorted_descending, "tie_largest", "largest pair"),
-    (pair_greater_equal_loop, "tie_last_seen", "pair seen last"),
-    (pair_reversed, "reversed", "reversed"),
-    (pair_min, "least_frequent", "least frequent"),
-    (pair_off_by_one, "last_pair_skipped", "n - 1 pairs"),
-    (pair_circular, "wrap_around", "not a circle"),
-    (pair_as_bytes, "bytes_not_ints", "as ints"),
-    (pair_with_its_count, "count_returned", "the pair (a, b) alone"),
-    (pair_of_characters, None, "on two Chinese words"),
-]
-
-
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_PAIRS)
-def test_most_frequent_pair_mistakes_are_named(reader, mistake, words):
-    result = check.most_frequent_pair(reader)
-    assert not result.passed
-    assert result.mistake == mistake, result
-    assert words in result.message, result.message
-
-
-# ---- exercise 17.2: training merges
-
-
-def best_pair(counts):
-    return max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
 
 
 def merge_all(word, pair, new_id):
@@ -195,366 +37,503 @@ def merge_all(word, pair, new_id):
     return out
 
 
-def train_counting_once(words, n_merges):
-    counts = Counter(p for w in words for p in pairwise(w))
-    ranked = sorted(counts, key=lambda p: (-counts[p], p))
-    return tuple(ranked[:n_merges])
-
-
-def train_on_joined_text(words, n_merges):
-    ids = list(b"".join(words))
+def train_byte_values(text, n_merges):
+    """BPE on GPT-2's pre-tokens with byte values as ids, recounting every pair after each merge."""
+    words = {tuple(w.encode()): n for w, n in Counter(pretokenize(text)).items()}
     merges = []
-    for i in range(n_merges):
-        counts = Counter(pairwise(ids))
-        if not counts:
-            break
-        pair = best_pair(counts)
+    for new_id in range(256, 256 + n_merges):
+        counts = Counter()
+        for word, n in words.items():
+            for pair in pairwise(word):
+                counts[pair] += n
+        pair = max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
         merges.append(pair)
-        ids = merge_all(ids, pair, 256 + i)
-    return tuple(merges)
+        words = {tuple(merge_all(w, pair, new_id)): n for w, n in words.items()}
+    return merges, words
 
 
-def train_on_vocabulary(words, n_merges):
-    vocab = [list(w) for w in dict.fromkeys(words)]  # the distinct words
-    merges = []
-    for i in range(n_merges):
-        counts = Counter(p for w in vocab for p in pairwise(w))
-        if not counts:
+def test_the_merges_of_the_cases_are_what_training_learns():
+    tiny = "low " * 5 + "lower " * 2 + "newest " * 6 + "widest " * 3
+    merges, _ = train_byte_values(tiny, 8)
+    assert exercises._to_one_cases()[0].args[1] == tuple(merges)
+
+
+def test_pair_changes_keep_training_counts_up_to_date():
+    # The incremental update of tc.BPETokenizer.train: after each merge, the counts changed by pair_changes for
+    # every word (times its count) equal the counts recounted from scratch.
+    text = "the cat sat on the mat; the aaaa and the banana bandana abcabc " * 3 + "注意力 注意 力"
+    words = {tuple(w.encode()): n for w, n in Counter(pretokenize(text)).items()}
+    counts = Counter()
+    for word, n in words.items():
+        for pair in pairwise(word):
+            counts[pair] += n
+    for new_id in range(256, 276):
+        pair = max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
+        for word, n in list(words.items()):
+            lost, gained = solutions.pair_changes(word, pair, new_id)
+            counts.subtract({p: n * k for p, k in Counter(lost).items()})
+            counts.update({p: n * k for p, k in Counter(gained).items()})
+        words = {tuple(merge_all(w, pair, new_id)): n for w, n in words.items()}
+        recounted = Counter()
+        for word, n in words.items():
+            for p in pairwise(word):
+                recounted[p] += n
+        assert +counts == recounted
+
+
+def test_merges_to_one_token_agrees_with_the_package():
+    # The package's merges, renumbered to the exercise's ids (byte values, the i-th merge 256 + i): a word is one
+    # token of the package's tokenizer with its first n merges exactly when n >= the exercise's answer.
+    text = "the theme of these theses is the thesaurus " * 4 + "then there they the"
+    package = tc.BPETokenizer.train(text, 256 + 12)
+    renumber = {i: b for i, b in enumerate(tc.bpe.BYTE_ORDER)}
+    for i, pair in enumerate(package.merges):
+        renumber[package.ranks[pair][1]] = 256 + i
+    merges = tuple((renumber[a], renumber[b]) for a, b in package.merges)
+    answers = set()
+    for word in [" the", " these", " thesaurus", "the", " theme", " t", " then", "t"]:
+        k = solutions.merges_to_one_token(word, merges)
+        ones = [n for n in range(13) if len(tc.BPETokenizer(package.merges[:n])._encode_word(word)) == 1]
+        assert k == (ones[0] if ones else -1), word
+        answers.add(k)
+    assert -1 in answers and 0 in answers and len(answers) >= 4
+
+
+def test_complete_length_streams_a_tokenizers_output_without_replacement_characters():
+    tok = tc.BPETokenizer.train("注意力 is attention; 自注意力 is self-attention. 🤖 " * 3, 300)
+    text = "注意力 and 自注意力, naïve 🤖!"
+    pending, shown = b"", []
+    for i in tok.encode(text):
+        pending += tok.vocab[i]
+        n = solutions.complete_length(pending)
+        shown.append(pending[:n].decode("utf-8"))  # would raise if n cut a character
+        pending = pending[n:]
+    assert pending == b"" and "".join(shown) == text
+    assert "" in shown  # some tokens ended inside a character and showed nothing
+
+
+def test_other_right_answers_pass():
+    def changes_as_unsorted_lists(word, pair, new_id):
+        before, after = Counter(pairwise(word)), Counter(pairwise(merge_all(list(word), pair, new_id)))
+        return list((before - after).elements())[::-1], list((after - before).elements())[::-1]
+
+    def to_one_from_the_last_merge_used(word, merges):
+        # Encoding with all merges; the answer is the index of the last merge used, plus one.
+        rank = {pair: i for i, pair in enumerate(merges)}
+        ids, last = list(word.encode()), -1
+        while True:
+            present = [p for p in pairwise(ids) if p in rank]
+            if not present:
+                break
+            pair = min(present, key=rank.get)
+            ids, last = merge_all(ids, pair, 256 + rank[pair]), rank[pair]
+        return last + 1 if len(ids) == 1 else -1
+
+    def length_incremental_decoder(data):
+        return len(codecs.getincrementaldecoder("utf-8")().decode(data).encode("utf-8"))
+
+    def length_by_trying(data):
+        for cut in range(4):
+            try:
+                data[: len(data) - cut].decode("utf-8")
+                return len(data) - cut
+            except UnicodeDecodeError:
+                pass
+        return 0
+
+    assert check.pair_changes(changes_as_unsorted_lists).passed
+    assert check.merges_to_one_token(to_one_from_the_last_merge_used).passed
+    assert check.complete_length(length_incremental_decoder).passed
+    assert check.complete_length(length_by_trying).passed
+
+
+# ---- exercise 17.1: what a merge changes in the pair counts
+
+
+def changes_all_pairs(word, pair, new_id):
+    merged = merge_all(list(word), pair, new_id)
+    return list(pairwise(word)), list(pairwise(merged))
+
+
+def changes_new_minus_old(word, pair, new_id):
+    old, new = Counter(pairwise(word)), Counter(pairwise(merge_all(list(word), pair, new_id)))
+    return tuple((new - old).elements()), tuple((old - new).elements())
+
+
+def changes_with_sets(word, pair, new_id):
+    old, new = set(pairwise(word)), set(pairwise(merge_all(list(word), pair, new_id)))
+    return sorted(old - new), sorted(new - old)
+
+
+def changes_with_counts(word, pair, new_id):
+    old, new = Counter(pairwise(word)), Counter(pairwise(merge_all(list(word), pair, new_id)))
+    return sorted((old - new).items()), sorted((new - old).items())
+
+
+def changes_as_a_dict(word, pair, new_id):
+    delta = Counter(pairwise(merge_all(list(word), pair, new_id)))
+    delta.subtract(Counter(pairwise(word)))
+    return {p: n for p, n in delta.items() if n != 0}
+
+
+def changes_lost_only(word, pair, new_id):
+    old, new = Counter(pairwise(word)), Counter(pairwise(merge_all(list(word), pair, new_id)))
+    return tuple((old - new).elements())
+
+
+def changes_only_the_merged_pair(word, pair, new_id):
+    merged = merge_all(list(word), pair, new_id)
+    lost = [pair] * (len(word) - len(merged))  # one pair gone per merge
+    gained = [p for p in pairwise(merged) if new_id in p]
+    return lost, gained
+
+
+def changes_around_each_occurrence(word, pair, new_id):
+    lost, gained = [], []
+    i = 0
+    while i < len(word) - 1:
+        if (word[i], word[i + 1]) == pair:
+            lost.append(pair)
+            if i > 0:
+                lost.append((word[i - 1], word[i]))
+                gained.append((word[i - 1], new_id))
+            if i + 2 < len(word):
+                lost.append((word[i + 1], word[i + 2]))
+                gained.append((new_id, word[i + 2]))
+            i += 2
+        else:
+            i += 1
+    return lost, gained
+
+
+def changes_merged_from_the_right(word, pair, new_id):
+    merged, i = list(word), len(word) - 2
+    while i >= 0:
+        if (merged[i], merged[i + 1]) == pair:
+            merged[i : i + 2] = [new_id]
+            i -= 2
+        else:
+            i -= 1
+    old, new = Counter(pairwise(word)), Counter(pairwise(merged))
+    return tuple((old - new).elements()), tuple((new - old).elements())
+
+
+def changes_first_occurrence(word, pair, new_id):
+    merged = list(word)
+    for i in range(len(merged) - 1):
+        if (merged[i], merged[i + 1]) == pair:
+            merged[i : i + 2] = [new_id]
             break
-        pair = best_pair(counts)
-        merges.append(pair)
-        vocab = [merge_all(w, pair, 256 + i) for w in vocab]
-    return tuple(merges)
+    old, new = Counter(pairwise(word)), Counter(pairwise(merged))
+    return tuple((old - new).elements()), tuple((new - old).elements())
 
 
-def train_with_most_common(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    for i in range(n_merges):
-        counts = Counter(p for w in seqs for p in pairwise(w))
-        if not counts:
-            break
-        pair = counts.most_common(1)[0][0]
-        merges.append(pair)
-        seqs = [merge_all(w, pair, 256 + i) for w in seqs]
-    return tuple(merges)
+def changes_through_bytes_replace(word, pair, new_id):
+    merged = bytes(word).replace(bytes(pair), bytes([new_id]))
+    old, new = Counter(pairwise(word)), Counter(pairwise(merged))
+    return tuple((old - new).elements()), tuple((new - old).elements())
 
 
-def train_ties_to_largest(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    for i in range(n_merges):
-        counts = Counter(p for w in seqs for p in pairwise(w))
-        if not counts:
-            break
-        pair = max(counts, key=lambda p: (counts[p], p))
-        merges.append(pair)
-        seqs = [merge_all(w, pair, 256 + i) for w in seqs]
-    return tuple(merges)
-
-
-def train_replace_first(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    for i in range(n_merges):
-        counts = Counter(p for w in seqs for p in pairwise(w))
-        if not counts:
-            break
-        pair = best_pair(counts)
-        merges.append(pair)
-        for w in seqs:
-            for j in range(len(w) - 1):
-                if (w[j], w[j + 1]) == pair:
-                    w[j : j + 2] = [256 + i]
-                    break
-    return tuple(merges)
-
-
-def train_merge_from_the_right(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    for i in range(n_merges):
-        counts = Counter(p for w in seqs for p in pairwise(w))
-        if not counts:
-            break
-        pair = best_pair(counts)
-        merges.append(pair)
-        for w in seqs:
-            j = len(w) - 2
-            while j >= 0:
-                if (w[j], w[j + 1]) == pair:
-                    w[j : j + 2] = [256 + i]
-                    j -= 2
-                else:
-                    j -= 1
-    return tuple(merges)
-
-
-def train_ids_after_a_special(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    next_id = 257  # "256 is <|endoftext|>"
-    for _ in range(n_merges):
-        counts = Counter(p for w in seqs for p in pairwise(w))
-        if not counts:
-            break
-        pair = best_pair(counts)
-        merges.append(pair)
-        seqs = [merge_all(w, pair, next_id) for w in seqs]
-        next_id += 1
-    return tuple(merges)
-
-
-def train_ids_from_len_minus_one(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    for i in range(n_merges):
-        counts = Counter(p for w in seqs for p in pairwise(w))
-        if not counts:
-            break
-        pair = best_pair(counts)
-        merges.append(pair)
-        seqs = [merge_all(w, pair, 255 + i) for w in seqs]
-    return tuple(merges)
-
-
-def train_skip_rare_pairs(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    for i in range(n_merges):
-        counts = Counter(p for w in seqs for p in pairwise(w))
-        pair = best_pair(counts) if counts else None
-        if pair is None or counts[pair] == 1:
-            break
-        merges.append(pair)
-        seqs = [merge_all(w, pair, 256 + i) for w in seqs]
-    return tuple(merges)
-
-
-def train_range_from_one(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    for i in range(1, n_merges):
-        counts = Counter(p for w in seqs for p in pairwise(w))
-        if not counts:
-            break
-        pair = best_pair(counts)
-        merges.append(pair)
-        seqs = [merge_all(w, pair, 255 + i) for w in seqs]
-    return tuple(merges)
-
-
-def train_bytes_count(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    for i in range(n_merges):
-        pairs = {p for w in seqs for p in pairwise(w)}
-        if not pairs:
-            break
-
-        def occurrences(pair, seqs=seqs):
-            total = 0
-            for w in seqs:
-                j = 0
-                while j < len(w) - 1:
-                    if (w[j], w[j + 1]) == pair:
-                        total, j = total + 1, j + 2
-                    else:
-                        j += 1
-            return total
-
-        pair = max(pairs, key=lambda p: (occurrences(p), -p[0], -p[1]))
-        merges.append(pair)
-        seqs = [merge_all(w, pair, 256 + i) for w in seqs]
-    return tuple(merges)
-
-
-def train_forever(words, n_merges):
-    seqs = [list(w) for w in words]
-    merges = []
-    while len(merges) < n_merges:  # never ends when fewer pairs than merges are left
-        counts = Counter(p for w in seqs for p in pairwise(w))
-        if counts:
-            pair = best_pair(counts)
-            merges.append(pair)
-            seqs = [merge_all(w, pair, 256 + len(merges) - 1) for w in seqs]
-    return tuple(merges)
-
-
-WRONG_TRAININGS = [
-    (train_counting_once, "counts_not_updated", "count again on the merged words"),
-    (train_on_joined_text, "across_boundaries", "inside each word only"),
-    (train_on_vocabulary, "repeats_ignored", "counted once"),
-    (train_with_most_common, "tie_first_seen", "pair seen first"),
-    (train_ties_to_largest, "tie_largest", "largest pair"),
-    (train_replace_first, "merge_first_only", "every occurrence"),
-    (train_merge_from_the_right, "merge_right_to_left", "merged from the right"),
-    (train_ids_after_a_special, "ids_off_by_one", "made token 257"),
-    (train_ids_from_len_minus_one, "ids_from_255", "the byte 255"),
-    (train_skip_rare_pairs, "stops_at_count_one", "even pairs seen once"),
-    (train_range_from_one, "one_merge_short", "one merge too few"),
-    (train_bytes_count, "non_overlapping", "overlapping pairs were missed"),
-    (train_forever, "time_limit", "stopped after"),
+WRONG_CHANGES = [
+    (changes_all_pairs, "unchanged_pairs_kept", "is in neither"),
+    (changes_new_minus_old, "swapped", "lost and gained are swapped"),
+    (changes_with_sets, "sets_not_counts", "not a set"),
+    (changes_with_counts, "counts_not_repeats", "Counter.elements()"),
+    (changes_as_a_dict, "dict_returned", "returned a dict"),
+    (changes_lost_only, "lost_only", "the lost pairs alone"),
+    (changes_only_the_merged_pair, "neighbours_forgotten", "neighbours change too"),
+    (changes_around_each_occurrence, "neighbours_from_old_word", "counted twice"),
+    (changes_merged_from_the_right, "merge_right_to_left", "merged from the right"),
+    (changes_first_occurrence, "merge_first_only", "every occurrence"),
+    (changes_through_bytes_replace, None, "raised ValueError"),
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_TRAININGS)
-def test_train_merges_mistakes_are_named(reader, mistake, words, monkeypatch):
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_CHANGES)
+def test_pair_changes_mistakes_are_named(reader, mistake, words):
+    result = check.pair_changes(reader)
+    assert not result.passed
+    assert result.mistake == mistake, result
+    assert words in result.message, result.message
+
+
+# ---- exercise 17.2: how many merges make a word one token
+
+
+def encode_first(word, merges, k):
+    rank = {pair: i for i, pair in enumerate(merges[:k])}
+    ids = list(word.encode("utf-8"))
+    while len(ids) > 1:
+        present = [p for p in pairwise(ids) if p in rank]
+        if not present:
+            break
+        pair = min(present, key=rank.get)
+        ids = merge_all(ids, pair, 256 + rank[pair])
+    return ids
+
+
+def to_one_spelled(word, merges):
+    vocab = {i: bytes([i]) for i in range(256)}
+    for i, (a, b) in enumerate(merges):
+        vocab[256 + i] = vocab[a] + vocab[b]
+    target = word.encode("utf-8")
+    if len(target) == 1:
+        return 0
+    for token, spelling in vocab.items():
+        if token >= 256 and spelling == target:
+            return token - 255
+    return -1
+
+
+def to_one_longest_match(word, merges):
+    for k in range(len(merges) + 1):
+        vocab = {bytes([i]) for i in range(256)}
+        spelled = {i: bytes([i]) for i in range(256)}
+        for i, (a, b) in enumerate(merges[:k]):
+            spelled[256 + i] = spelled[a] + spelled[b]
+            vocab.add(spelled[256 + i])
+        data, n, start = word.encode("utf-8"), 0, 0
+        while start < len(data):
+            end = max(e for e in range(start + 1, len(data) + 1) if data[start:e] in vocab)
+            n, start = n + 1, end
+        if n == 1:
+            return k
+    return -1
+
+
+def to_one_counting_merges(word, merges):
+    rank = {pair: i for i, pair in enumerate(merges)}
+    ids, used = list(word.encode("utf-8")), 0
+    while True:
+        present = [p for p in pairwise(ids) if p in rank]
+        if not present:
+            break
+        pair = min(present, key=rank.get)
+        ids = merge_all(ids, pair, 256 + rank[pair])
+        used += 1
+    return used if len(ids) == 1 else -1
+
+
+def to_one_token_id(word, merges):
+    ids = encode_first(word, merges, len(merges))
+    return ids[0] if len(ids) == 1 else -1
+
+
+def to_one_none(word, merges):
+    for k in range(len(merges) + 1):
+        if len(encode_first(word, merges, k)) == 1:
+            return k
+    return None
+
+
+def to_one_zero(word, merges):
+    for k in range(len(merges) + 1):
+        if len(encode_first(word, merges, k)) == 1:
+            return k
+    return 0
+
+
+def to_one_range_too_short(word, merges):
+    for k in range(len(merges)):
+        if len(encode_first(word, merges, k)) == 1:
+            return k
+    return -1
+
+
+def to_one_at_least_one_merge(word, merges):
+    for k in range(1, len(merges) + 1):
+        if len(encode_first(word, merges, k)) == 1:
+            return k
+    return -1
+
+
+def to_one_characters(word, merges):
+    for k in range(len(merges) + 1):
+        rank = {pair: i for i, pair in enumerate(merges[:k])}
+        ids = [ord(c) for c in word]
+        while any(p in rank for p in pairwise(ids)):
+            pair = min((p for p in pairwise(ids) if p in rank), key=rank.get)
+            ids = merge_all(ids, pair, 256 + rank[pair])
+        if len(ids) == 1:
+            return k
+    return -1
+
+
+def to_one_newest_merge_first(word, merges):
+    for k in range(len(merges) + 1):
+        ids = list(word.encode("utf-8"))
+        for i in range(k - 1, -1, -1):
+            ids = merge_all(ids, merges[i], 256 + i)
+        if len(ids) == 1:
+            return k
+    return -1
+
+
+def to_one_smallest_pair_first(word, merges):
+    for k in range(len(merges) + 1):
+        known = {pair: 256 + i for i, pair in enumerate(merges[:k])}
+        ids = list(word.encode("utf-8"))
+        while any(p in known for p in pairwise(ids)):
+            pair = min(p for p in pairwise(ids) if p in known)
+            ids = merge_all(ids, pair, known[pair])
+        if len(ids) == 1:
+            return k
+    return -1
+
+
+def to_one_counting_up_forever(word, merges):
+    k = 0
+    while True:  # never ends for a word that no number of merges makes one token
+        if len(encode_first(word, merges, k)) == 1:
+            return k
+        k += 1
+
+
+WRONG_TO_ONE = [
+    (to_one_spelled, "spelling_merge", "does not always reach"),
+    (to_one_longest_match, "spelling_merge", "Encode the word with the first k merges"),
+    (to_one_counting_merges, "merges_applied_counted", "the unused ones between them"),
+    (to_one_token_id, "token_id_returned", "the id of the word's token"),
+    (to_one_none, "none_for_never", "asks for -1"),
+    (to_one_zero, "zero_for_never", "return -1"),
+    (to_one_range_too_short, "last_merge_never_tried", "range(len(merges) + 1)"),
+    (to_one_at_least_one_merge, "one_byte_word", "k = 0"),
+    (to_one_characters, "characters_not_bytes", "UTF-8 bytes"),
+    (to_one_newest_merge_first, "reverse_order", "from the last learned to the first"),
+    (to_one_smallest_pair_first, "smallest_pair", "not by the ids of the pair"),
+    (to_one_counting_up_forever, "time_limit", "stopped after"),
+]
+
+
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_TO_ONE)
+def test_merges_to_one_token_mistakes_are_named(reader, mistake, words, monkeypatch):
     from transformer_course.exercises import _core
 
     monkeypatch.setattr(_core, "TIME_LIMIT", 1.0)  # the endless loop is stopped sooner than in a notebook
-    result = check.train_merges(reader)
+    result = check.merges_to_one_token(reader)
     assert not result.passed
     assert result.mistake == mistake, result
     assert words in result.message, result.message
 
 
-# ---- exercise 17.3: encoding a word with learned merges
+# ---- exercise 17.3: the whole characters of a stream of bytes
 
 
-def encode_in_dict_order(word, merges):
-    ids = list(word.encode("utf-8"))
-    for pair, new_id in merges.items():
-        ids = merge_all(ids, pair, new_id)
-    return tuple(ids)
+def length_three_bytes_each(data):
+    tail = 0
+    while tail < len(data) and data[len(data) - 1 - tail] >= 128:
+        tail += 1
+    return len(data) - tail % 3  # a Chinese character is three bytes
 
 
-def encode_newest_first(word, merges):
-    ids = list(word.encode("utf-8"))
-    for pair in sorted(merges, key=merges.get, reverse=True):
-        ids = merge_all(ids, pair, merges[pair])
-    return tuple(ids)
+def length_without_the_non_ascii_tail(data):
+    return len(data.rstrip(bytes(range(128, 256))))
 
 
-def encode_characters(word, merges):
-    ids = [ord(c) for c in word]
-    while True:
-        candidates = [p for p in pairwise(ids) if p in merges]
-        if not candidates:
-            return tuple(ids)
-        pair = min(candidates, key=merges.get)
-        ids = merge_all(ids, pair, merges[pair])
+def length_if_it_decodes(data):
+    try:
+        data.decode("utf-8")
+        return len(data)
+    except UnicodeDecodeError:
+        return 0
 
 
-def encode_merge_from_the_right(word, merges):
-    ids = list(word.encode("utf-8"))
-    while True:
-        candidates = [p for p in pairwise(ids) if p in merges]
-        if not candidates:
-            return tuple(ids)
-        pair = min(candidates, key=merges.get)
-        j = len(ids) - 2
-        while j >= 0:
-            if (ids[j], ids[j + 1]) == pair:
-                ids[j : j + 2] = [merges[pair]]
-                j -= 2
-            else:
-                j -= 1
+def length_last_byte(data):
+    if data and data[-1] >= 0xC0:  # a first byte with nothing after it
+        return len(data) - 1
+    return len(data)
 
 
-def encode_pairs_found_first(word, merges):
-    ids = list(word.encode("utf-8"))
-    found = [p for p in pairwise(ids) if p in merges]
-    for pair in sorted(set(found), key=merges.get):
-        ids = merge_all(ids, pair, merges[pair])
-    return tuple(ids)
+def length_step_back_over_high_bytes(data):
+    if not data:
+        return 0
+    i = len(data) - 1
+    while i > 0 and data[i] & 0x80 and data[i - 1] & 0x80:
+        i -= 1
+    need = 4 if data[i] >= 0xF0 else 3 if data[i] >= 0xE0 else 2 if data[i] >= 0xC0 else 1
+    return len(data) if i + need <= len(data) else i
 
 
-def encode_if_not_while(word, merges):
-    ids = list(word.encode("utf-8"))
-    candidates = [p for p in pairwise(ids) if p in merges]
-    if candidates:
-        pair = min(candidates, key=merges.get)
-        ids = merge_all(ids, pair, merges[pair])
-    return tuple(ids)
+def length_no_emoji(data):
+    i = len(data) - 1
+    while i > 0 and 0x80 <= data[i] < 0xC0:
+        i -= 1
+    if i < 0:
+        return 0
+    need = 3 if data[i] >= 0xE0 else 2 if data[i] >= 0xC0 else 1
+    return len(data) if i + need <= len(data) else i
 
 
-def encode_stack(word, merges):
-    out = []
-    for b in word.encode("utf-8"):
-        out.append(b)
-        while len(out) > 1 and (out[-2], out[-1]) in merges:
-            right = out.pop()
-            out[-1] = merges[(out[-1], right)]
-    return tuple(out)
+def length_hold_the_last_non_ascii(data):
+    i = len(data) - 1
+    while i > 0 and 0x80 <= data[i] < 0xC0:
+        i -= 1
+    if i >= 0 and data[i] >= 0x80:
+        return i  # it might not be finished
+    return len(data)
 
 
-def encode_longest_token(word, merges):
-    spelled = {b: bytes([b]) for b in range(256)}
-    for (a, b), new_id in sorted(merges.items(), key=lambda m: m[1]):
-        spelled[new_id] = spelled[a] + spelled[b]
-    by_bytes = {v: k for k, v in spelled.items()}
-    data, out, i = word.encode("utf-8"), [], 0
-    while i < len(data):
-        j = len(data)
-        while data[i:j] not in by_bytes:
-            j -= 1
-        out.append(by_bytes[data[i:j]])
-        i = j
-    return tuple(out)
+def length_of_the_unfinished_part(data):
+    for cut in range(4):
+        try:
+            data[: len(data) - cut].decode("utf-8")
+            return cut
+        except UnicodeDecodeError:
+            pass
+    return len(data)
 
 
-def encode_most_repeated_pair(word, merges):
-    ids = list(word.encode("utf-8"))
-    while True:
-        counts = Counter(p for p in pairwise(ids) if p in merges)
-        if not counts:
-            return tuple(ids)
-        pair = max(counts, key=lambda p: (counts[p], -merges[p]))
-        ids = merge_all(ids, pair, merges[pair])
+def length_in_characters(data):
+    return len(data.decode("utf-8", errors="ignore"))
 
 
-def encode_min_pair(word, merges):
-    ids = list(word.encode("utf-8"))
-    while True:
-        candidates = [p for p in pairwise(ids) if p in merges]
-        if not candidates:
-            return tuple(ids)
-        pair = min(candidates)
-        ids = merge_all(ids, pair, merges[pair])
+def length_as_text(data):
+    return codecs.getincrementaldecoder("utf-8")().decode(data)
 
 
-def encode_as_bytes(word, merges):
-    return tuple(word.encode("utf-8"))
+def length_after_replace(data):
+    return len(data.decode("utf-8", errors="replace").encode("utf-8"))
 
 
-def encode_until_one_token(word, merges):
-    ids = list(word.encode("utf-8"))
-    while len(ids) > 1:  # "a word ends as one token": not when no merge applies
-        candidates = [p for p in pairwise(ids) if p in merges]
-        if candidates:
-            pair = min(candidates, key=merges.get)
-            ids = merge_all(ids, pair, merges[pair])
-    return tuple(ids)
+def length_high_bit_continues(data):
+    start = len(data)
+    while start > 0 and data[start - 1] >> 7:  # "a byte with its high bit set belongs to the last character"
+        start -= 1
+    if start == len(data):
+        return start
+    first = data[start]
+    size = 2 if first < 0xE0 else 3 if first < 0xF0 else 4
+    return len(data) if start + size <= len(data) else start
 
 
-WRONG_ENCODINGS = [
-    (encode_in_dict_order, "dict_order", "order of learning"),
-    (encode_newest_first, "reverse_order", "from the last learned to the first"),
-    (encode_characters, "characters_not_bytes", "UTF-8 bytes"),
-    (encode_merge_from_the_right, "merge_right_to_left", "merged from the right"),
-    (encode_pairs_found_first, "pairs_of_the_start_only", "new pairs appear"),
-    (encode_if_not_while, "one_merge_only", "stopped after the first merge"),
-    (encode_stack, "left_to_right_scan", "scanning the word once"),
-    (encode_longest_token, "longest_match", "WordPiece"),
-    (encode_most_repeated_pair, "most_frequent_in_word", "counts matter only while training"),
-    (encode_min_pair, "smallest_pair", "not by the ids of the pair"),
-    (encode_as_bytes, None, "expected"),
-    (encode_until_one_token, "time_limit", "stopped after"),
+WRONG_LENGTHS = [
+    (length_three_bytes_each, "three_bytes_assumed", "'é' is two bytes"),
+    (length_without_the_non_ascii_tail, "all_non_ascii_held", "whole characters too"),
+    (length_if_it_decodes, "everything_held_when_cut", "the characters before the cut are whole"),
+    (length_last_byte, "last_byte_only", "only the last byte was looked at"),
+    (length_step_back_over_high_bytes, "stepped_past_first_byte", "went past the first byte"),
+    (length_high_bit_continues, "stepped_past_first_byte", "only bytes 10xxxxxx continue"),
+    (length_no_emoji, "no_four_byte_characters", "four bytes"),
+    (length_hold_the_last_non_ascii, "complete_character_held", "although it is complete"),
+    (length_of_the_unfinished_part, "held_back_returned", "the number of bytes held back"),
+    (length_in_characters, "characters_counted", "a number of characters"),
+    (length_as_text, "text_returned", "returned the text"),
+    (length_after_replace, "replacement_counted", "errors='replace'"),
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ENCODINGS)
-def test_encode_word_mistakes_are_named(reader, mistake, words, monkeypatch):
-    from transformer_course.exercises import _core
-
-    monkeypatch.setattr(_core, "TIME_LIMIT", 1.0)
-    result = check.encode_word(reader)
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_LENGTHS)
+def test_complete_length_mistakes_are_named(reader, mistake, words):
+    result = check.complete_length(reader)
     assert not result.passed
     assert result.mistake == mistake, result
     assert words in result.message, result.message
 
 
-@pytest.mark.parametrize("table", [WRONG_PAIRS, WRONG_TRAININGS, WRONG_ENCODINGS])
-def test_at_least_ten_wrong_answers_per_exercise(table):
-    assert len(table) >= 10
+# Read by tests/test_exercises.py, which requires at least ten wrong answers per checker.
+WRONG_ANSWERS = {"pair_changes": WRONG_CHANGES, "merges_to_one_token": WRONG_TO_ONE, "complete_length": WRONG_LENGTHS}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_at_least_ten_wrong_answers_per_exercise(name):
+    assert len(WRONG_ANSWERS[name]) >= 10

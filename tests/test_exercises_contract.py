@@ -26,9 +26,10 @@ from transformer_course.exercises import _core, check, solutions
 NAMES = check.names()
 
 # Checkers whose inputs are all Python numbers: there is nothing an answer could modify in place.
-# BPE's exercises take bytes, a dict of merges and a str: nothing the generic in-place change can modify.
+# BPE's exercises take tuples of ids, a str and bytes: nothing the generic in-place change can modify.
 NO_MUTABLE_INPUT = {"make_mlp", "causal_mask", "sinusoidal_table", "shift_matrix", "linear_warmup",
-                    "count_transformer_parameters", "most_frequent_pair", "train_merges", "encode_word"}  # fmt: skip
+                    "count_transformer_parameters", "pair_changes", "merges_to_one_token",
+                    "complete_length"}  # fmt: skip
 # The dtypes an answer may not return, where they differ from (float64, float16): a learning rate is a Python
 # float (float64 is its type); the shift matrix is asked for in float64; everything else is a tensor of a fixed
 # dtype (float32, bool, int64), a module of float32 parameters or a Python int.

@@ -9,10 +9,13 @@ with its leading space, a digit run, a punctuation run, spaces), so that no toke
 pre-token is a sequence of UTF-8 bytes; the 256 bytes are the first 256 tokens, so every string encodes, and
 training repeatedly merges the most frequent adjacent pair of tokens into a new one.
 
-Ids follow GPT-2 and Hugging Face ``tokenizers``: the 256 byte tokens first, in GPT-2's order (printable bytes
-``!`` to ``~`` first, see ``BYTE_ORDER``), then the special tokens, then one token per merge. Training is
-deterministic: the pair with the highest count wins, and a tie goes to the smallest pair of ids ``(a, b)``,
-the rule of ``tokenizers``' BpeTrainer, so both learn the same merges from the same text.
+Ids: the 256 byte tokens first, in GPT-2's byte order (the 188 bytes GPT-2 treats as printable, ``!`` to ``~``,
+``¡`` to ``¬`` and ``®`` to ``ÿ``, then the other 68; see ``BYTE_ORDER``), then the special tokens, then one
+token per merge. Neither reference numbers them quite so: GPT-2 puts its one special token, ``<|endoftext|>``,
+last (50256), and Hugging Face ``tokenizers`` puts special tokens first (from 0) and the bytes after them; a
+merged token has the same id here as in ``tokenizers``. Training is deterministic: the pair with the highest
+count wins, and a tie goes to the smallest pair of ids ``(a, b)``, the rule of ``tokenizers``' BpeTrainer, so
+both learn the same merges from the same text.
 """
 
 from __future__ import annotations
