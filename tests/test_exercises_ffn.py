@@ -188,7 +188,7 @@ WRONG_ANSWERS = {
         (conv_weight_itself, None, "object of type Tensor, expected an nn.Linear"),
         (conv_wrapped_in_sequential, None, "a module of type Sequential, expected an nn.Linear"),
         (conv_returned_as_is, None, "a module of type Conv1d, expected an nn.Linear"),
-        (conv_weight_not_squeezed, None, "raised RuntimeError"),
+        (conv_weight_not_squeezed, None, "could not use on Conv1d(4, 8, 1) on a (2, 5, 4) batch (RuntimeError"),
         (conv_copied_with_grad_on, None, "raised RuntimeError: a leaf Variable that requires grad"),
         (conv_squeezed_in_place, "in_place", "changes its input `conv.weight` in place"),
         (conv_sizes_swapped, None, "raised RuntimeError"),

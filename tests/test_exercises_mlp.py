@@ -263,7 +263,7 @@ WRONG_ANSWERS = {
         (build_relu_at_the_end, "activation_after_last", "never negative"),
         (build_layer_list, None, "returned an object of type list, expected an nn.Module"),
         (build_without_return, None, "make_mlp(2, 8, 1) returned None: is the `return` missing?"),
-        (build_swapped_sizes, None, "raised RuntimeError"),
+        (build_swapped_sizes, None, "could not use on make_mlp(2, 8, 1) (RuntimeError: mat1 and mat2 shapes"),
         (build_fixed_width, None, "on make_mlp(2, 8, 1) the module has 65 parameters, expected 33"),
         (build_two_hidden_layers, None, "the module has 105 parameters, expected 33"),
         (build_plus_one, None, "on make_mlp(2, 8, 1) the output has shape (64, 2), expected (64, 1)"),
