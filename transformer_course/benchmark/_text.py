@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +28,8 @@ from ..textlm import bits_per_byte, compressed_bits_per_byte, get_batch, heldout
 from ._core import Table, resolve_device
 
 # The model of the benchmark: small enough for thousands of steps in five minutes of one CPU thread.
-TEXT_GPT = dict(d_model=128, n_heads=4, n_layers=2, d_ff=512, max_len=64, dropout=0.0)
+BLOCK_SIZE = 64  # tokens per block: the model's max_len
+TEXT_GPT: dict[str, Any] = dict(d_model=128, n_heads=4, n_layers=2, d_ff=512, max_len=BLOCK_SIZE, dropout=0.0)
 METHODS = ("gzip", "bz2", "lzma")
 
 
@@ -81,7 +83,7 @@ def _model(vocab_size: int, device) -> GPT:
 
 def _step_loss(model: GPT, train_ids: torch.Tensor, batch_size: int, generator: torch.Generator):
     def step_loss() -> torch.Tensor:
-        x, y = get_batch(train_ids, TEXT_GPT["max_len"], batch_size, generator)  # (B, T) each
+        x, y = get_batch(train_ids, BLOCK_SIZE, batch_size, generator)  # (B, T) each
         return F.cross_entropy(model(x).flatten(0, 1), y.flatten())  # (B·T, V) against (B·T,)
 
     return step_loss
@@ -108,7 +110,7 @@ def _train_for(budget, vocab_size, train_ids, heldout_ids, n_bytes, batch_size, 
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     history = train_steps(model, step_loss, steps, lr=lr, warmup=min(100, steps // 10 + 1), weight_decay=0.1)
     cpu_s, wall_s = time.process_time() - cpu_start, time.perf_counter() - wall_start
-    loss, n_tokens = heldout_loss(model, heldout_ids, TEXT_GPT["max_len"])
+    loss, n_tokens = heldout_loss(model, heldout_ids, BLOCK_SIZE)
     row = dict(method=f"GPT, {budget:g} min", train_text_as_prior=True, cpu_min=cpu_s / 60, wall_min=wall_s / 60,
                steps=steps, nats_per_token=loss, bits_per_byte=bits_per_byte(loss, n_tokens, n_bytes))  # fmt: skip
     return row, history.losses
