@@ -69,8 +69,8 @@ class LayerCache:
     """One layer's keys and values of the positions decoded so far, (B, H, length, d_k) each.
 
     They are written into buffers with spare room along the time axis (16 positions at first, then twice
-    the length they must hold whenever they are full): torch.cat would copy the whole prefix at every
-    step, as many positions as the attention reads, doubling the cached step's memory traffic.
+    the length they must hold whenever they are full). torch.cat would read and write every cached position
+    again at every step, at least doubling the memory traffic on the cache (a step also reads the weights).
     `memory` holds a cross-attention's keys and values of the encoder output, projected once.
     """
 

@@ -58,7 +58,8 @@ def get_device() -> torch.device:
 def set_threads(n: int | None = None) -> int:
     """Use `n` CPU threads (default: the number of cores), never more threads than cores.
 
-    More threads than cores can make PyTorch several times slower (25× in one of our runs on a loaded 2-core machine).
+    More threads than cores take turns on the cores, and every parallel operation waits for its slowest thread:
+    PyTorch can then be much slower than with fewer threads (chapter 13 times it).
     Returns the number of threads now in use.
     """
     cores = os.cpu_count() or 1
@@ -232,7 +233,8 @@ def rank_stream(rank: int, world_size: int, device: torch.device) -> Iterator[No
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.default_generator.manual_seed(seed)
         if device.type == "cuda":
-            torch.cuda.manual_seed(seed)  # the current GPU, this process's
+            with torch.cuda.device(device):  # manual_seed seeds the current GPU: make it this process's
+                torch.cuda.manual_seed(seed)
         yield
 
 
