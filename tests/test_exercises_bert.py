@@ -8,249 +8,297 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import transformer_course as tc
 from transformer_course.exercises import check, solutions
+from transformer_course.grammar import MASK, Language
 
 
-@pytest.mark.parametrize("name", ["mask_tokens", "mlm_loss"])
+@pytest.mark.parametrize("name", ["best_masked_word", "pick_like_bert"])
 def test_reference_solution_passes(name):
     result = getattr(check, name)(getattr(solutions, name))
     assert result.passed and result.mistake is None, result
     assert repr(result).startswith(f"✅ {name}: passed all")
 
 
-def test_the_package_passes_too():
-    assert check.mask_tokens(tc.mask_tokens).passed
-    assert check.mlm_loss(tc.bert.mlm_loss).passed
+def test_best_masked_word_with_equal_weights_is_the_chapters_uniform_answer():
+    language = Language.english()
+    probs = solutions.best_masked_word(
+        f"he {MASK} her", list(language.sentences), torch.ones(len(language)), language.vocab.itos
+    )
+    fits = {language.vocab.itos[i] for i in probs.nonzero().flatten().tolist()}
+    assert fits == {w for w in language.vocab.itos if f"he {w} her" in language}
+    assert torch.allclose(probs[probs > 0], torch.full((len(fits),), 1 / len(fits)))
 
 
-def test_the_solution_draws_like_the_package():
-    ids = torch.randint(4, 30, (20, 12), generator=torch.Generator().manual_seed(0))
-    ours = solutions.mask_tokens(ids, 3, 30, 0.3, (0, 1, 2, 3), torch.Generator().manual_seed(1))
-    package = tc.mask_tokens(ids, 3, 30, 0.3, (0, 1, 2, 3), torch.Generator().manual_seed(1))
-    assert all(torch.equal(a, b) for a, b in zip(ours, package))
+def test_pick_like_bert_follows_the_released_codes_count():
+    # BERT's create_pretraining_data.py: num_to_predict = min(max_predictions_per_seq,
+    # max(1, int(round(len(tokens) * masked_lm_prob)))), tokens counting [CLS] and [SEP].
+    ids = torch.tensor([[1, 5, 6, 7, 8, 9, 2, 0, 0], [1, 5, 2, 0, 0, 0, 0, 0, 0], [1, *range(4, 11), 2]])
+    scores = torch.rand(ids.shape, generator=torch.Generator().manual_seed(0))
+    picked = solutions.pick_like_bert(ids, scores, 0.3, 0, (1, 2, 3), 2)
+    assert picked.sum(dim=1).tolist() == [2, 1, 2]  # round(2.1) = 2; max(1, round(0.9)) = 1; min(2, round(2.7))
+    assert not picked[torch.isin(ids, torch.tensor([0, 1, 2]))].any()
 
 
-# ---- exercise 15.1: masking
+# ---- exercise 15.1: the best answer for one masked word
 
 
-def ordinary_tokens(vocab_size, special_ids):
-    return torch.tensor([t for t in range(vocab_size) if t not in special_ids])
+def fits(template, sentence):
+    t, s = template.split(), sentence.split()
+    return len(t) == len(s) and all(a == b for a, b in zip(t, s) if a != MASK)
 
 
-def masking_everything_picked(ids, mask_id, vocab_size, p, special_ids, generator):
-    picked = (torch.rand(ids.shape, generator=generator) < p) & ~torch.isin(ids, torch.tensor(special_ids))
-    return ids.masked_fill(picked, mask_id), ids.masked_fill(~picked, -100)
+def fill_uniform(template, sentences, weights, vocab):
+    # The chapter's language_answer: every word that fits, equally likely.
+    hidden = template.split().index(MASK)
+    words = {s.split()[hidden] for s in sentences if fits(template, s)}
+    return torch.tensor([1 / len(words) if w in words else 0.0 for w in vocab])
 
 
-def masking_one_draw(ids, mask_id, vocab_size, p, special_ids, generator):
-    # One random number per position for both decisions: r < p picks, r < 0.8 masks, so every pick is masked.
-    r = torch.rand(ids.shape, generator=generator)
-    picked = (r < p) & ~torch.isin(ids, torch.tensor(special_ids))
-    inputs = torch.where(picked & (r < 0.8), torch.tensor(mask_id), ids)
-    return inputs, torch.where(picked, ids, torch.tensor(-100))
+def fill_counting(template, sentences, weights, vocab):
+    hidden = template.split().index(MASK)
+    counts = torch.zeros(len(vocab))
+    for s in sentences:
+        if fits(template, s):
+            counts[vocab.index(s.split()[hidden])] += 1
+    return counts / counts.sum()
 
 
-def masking_twenty_percent_random(ids, mask_id, vocab_size, p, special_ids, generator):
-    picked = (torch.rand(ids.shape, generator=generator) < p) & ~torch.isin(ids, torch.tensor(special_ids))
-    choice = torch.rand(ids.shape, generator=generator)
-    pool = ordinary_tokens(vocab_size, special_ids)
-    random_ids = pool[torch.randint(len(pool), ids.shape, generator=generator)]
-    inputs = torch.where(picked & (choice < 0.8), mask_id, ids)
-    inputs = torch.where(picked & (choice >= 0.8), random_ids, inputs)
-    return inputs, torch.where(picked, ids, -100)
+def fill_unnormalised(template, sentences, weights, vocab):
+    hidden = template.split().index(MASK)
+    out = torch.zeros(len(vocab))
+    for s, w in zip(sentences, weights):
+        if fits(template, s):
+            out[vocab.index(s.split()[hidden])] += w
+    return out
 
 
-def masking_with_specials(ids, mask_id, vocab_size, p, special_ids, generator):
-    picked = torch.rand(ids.shape, generator=generator) < p  # forgot the specials
-    choice = torch.rand(ids.shape, generator=generator)
-    pool = ordinary_tokens(vocab_size, special_ids)
-    random_ids = pool[torch.randint(len(pool), ids.shape, generator=generator)]
-    inputs = torch.where(picked & (choice < 0.8), mask_id, ids)
-    inputs = torch.where(picked & (choice >= 0.8) & (choice < 0.9), random_ids, inputs)
-    return inputs, torch.where(picked, ids, -100)
+def fill_joint(template, sentences, weights, vocab):
+    return fill_unnormalised(template, sentences, weights, vocab) / weights.sum()
 
 
-def bert_masking(ids, mask_id, vocab_size, p, special_ids, generator, label_rule="picked", pool_all=False,
-                 fill=-100, in_place=False, use_generator=True):  # fmt: skip
-    """A reader's version with a loop-free layout; the keywords introduce one mistake each."""
-    g = generator if use_generator else None
-    special = torch.isin(ids, torch.tensor(special_ids))
-    picked = (torch.rand(ids.shape, generator=g) < p) & ~special
-    choice = torch.rand(ids.shape, generator=g)
-    pool = torch.arange(vocab_size) if pool_all else ordinary_tokens(vocab_size, special_ids)
-    random_ids = pool[torch.randint(len(pool), ids.shape, generator=g)]
-    original = ids.clone()
-    inputs = ids if in_place else ids.clone()
-    inputs[picked & (choice < 0.8)] = mask_id
-    swap = picked & (choice >= 0.8) & (choice < 0.9)
-    inputs[swap] = random_ids[swap]
-    if label_rule == "picked":
-        labels = torch.where(picked, original, torch.full_like(ids, fill))
-    elif label_rule == "everywhere":
-        labels = original
-    elif label_rule == "from_inputs":
-        labels = torch.where(picked, inputs, torch.full_like(ids, fill))
-    else:  # "changed"
-        labels = torch.where(inputs != original, original, torch.full_like(ids, fill))
-    return inputs, labels
+def fill_dict_of_sentences(template, sentences, weights, vocab):
+    weight_of = dict(zip(sentences, weights.tolist()))  # a sentence listed twice keeps its last weight
+    hidden = template.split().index(MASK)
+    out = torch.zeros(len(vocab))
+    for s, w in weight_of.items():
+        if fits(template, s):
+            out[vocab.index(s.split()[hidden])] += w
+    return out / out.sum()
 
 
-def masking_labels_everywhere(*args):
-    return bert_masking(*args, label_rule="everywhere")
+def fill_startswith(template, sentences, weights, vocab):
+    words = template.split()
+    hidden = words.index(MASK)
+    out = torch.zeros(len(vocab))
+    for s, w in zip(sentences, weights.tolist()):
+        ws = s.split()
+        if len(ws) >= len(words) and all(a == b for a, b in zip(words, ws) if a != MASK):
+            out[vocab.index(ws[hidden])] += w
+    return out / out.sum()
 
 
-def masking_labels_zero(*args):
-    return bert_masking(*args, fill=0)
+def fill_left_only(template, sentences, weights, vocab):
+    words = template.split()
+    hidden = words.index(MASK)
+    out = torch.zeros(len(vocab))
+    for s, w in zip(sentences, weights.tolist()):
+        ws = s.split()
+        if len(ws) == len(words) and ws[:hidden] == words[:hidden]:  # "a left-to-right model would see this"
+            out[vocab.index(ws[hidden])] += w
+    return out / out.sum()
 
 
-def masking_labels_from_inputs(*args):
-    return bert_masking(*args, label_rule="from_inputs")
+def fill_right_only(template, sentences, weights, vocab):
+    words = template.split()
+    hidden = words.index(MASK)
+    out = torch.zeros(len(vocab))
+    for s, w in zip(sentences, weights.tolist()):
+        ws = s.split()
+        if len(ws) == len(words) and ws[hidden + 1 :] == words[hidden + 1 :]:
+            out[vocab.index(ws[hidden])] += w
+    return out / out.sum()
 
 
-def masking_labels_changed_only(*args):
-    return bert_masking(*args, label_rule="changed")
+def fill_one_hot(template, sentences, weights, vocab):
+    probs = solutions.best_masked_word(template, sentences, weights, vocab)
+    return F.one_hot(probs.argmax(), len(vocab)).float()
 
 
-def masking_random_from_whole_vocabulary(*args):
-    return bert_masking(*args, pool_all=True)
+def fill_log(template, sentences, weights, vocab):
+    return torch.log(solutions.best_masked_word(template, sentences, weights, vocab))
 
 
-def masking_in_place(*args):
-    return bert_masking(*args, in_place=True)
+def fill_float64(template, sentences, weights, vocab):
+    hidden = template.split().index(MASK)
+    out = torch.zeros(len(vocab), dtype=torch.float64)
+    for s, w in zip(sentences, weights.tolist()):
+        if fits(template, s):
+            out[vocab.index(s.split()[hidden])] += w
+    return out / out.sum()
 
 
-def masking_global_generator(*args):
-    return bert_masking(*args, use_generator=False)
+def fill_normalises_weights_in_place(template, sentences, weights, vocab):
+    weights /= weights.sum()
+    return solutions.best_masked_word(template, sentences, weights, vocab)
 
 
-def masking_returns_inputs_only(ids, mask_id, vocab_size, p, special_ids, generator):
-    return bert_masking(ids, mask_id, vocab_size, p, special_ids, generator)[0]
+def fill_a_dict(template, sentences, weights, vocab):
+    probs = solutions.best_masked_word(template, sentences, weights, vocab)
+    return {w: p for w, p in zip(vocab, probs.tolist()) if p > 0}
 
 
-def masking_probability_per_sentence(ids, mask_id, vocab_size, p, special_ids, generator):
-    # p read as "the chance that a sentence is masked at all": picks whole rows.
-    rows = torch.rand(ids.shape[0], 1, generator=generator) < p
-    picked = rows & ~torch.isin(ids, torch.tensor(special_ids))
-    return ids.masked_fill(picked, mask_id), ids.masked_fill(~picked, -100)
+def fill_position_of_cls(template, sentences, weights, vocab):
+    # Counts <cls> as word 0, so the blank is looked for one word too far.
+    hidden = template.split().index(MASK) + 1
+    out = torch.zeros(len(vocab))
+    for s, w in zip(sentences, weights.tolist()):
+        if fits(template, s) and hidden < len(s.split()):
+            out[vocab.index(s.split()[hidden])] += w
+    return out / out.sum()
 
 
-# {checker name: [(wrong answer, expected mistake key or None, words of the diagnosis)]}: every exercise
-# has at least ten (tests/test_exercises.py counts them).
 WRONG_ANSWERS: dict[str, list] = {}
 
-
-WRONG_ANSWERS["mask_tokens"] = [
-    (masking_everything_picked, "always_mask", "80 %"),
-    (masking_one_draw, "always_mask", "second random number"),
-    (masking_twenty_percent_random, "no_unchanged", "keep their own token"),
-    (masking_with_specials, "specials_picked", "special tokens"),
-    (masking_labels_everywhere, "labels_everywhere", "-100"),
-    (masking_labels_zero, "labels_zero", "<pad>"),
-    (masking_labels_from_inputs, "labels_are_inputs", "*new* input"),
-    (masking_labels_changed_only, "unchanged_not_labelled", "kept their token"),
-    (masking_random_from_whole_vocabulary, "random_specials", "ordinary tokens"),
-    (masking_in_place, "in_place", "in place"),
-    (masking_global_generator, "nondeterministic", "generator=generator"),
-    (masking_returns_inputs_only, None, "return the pair (inputs, labels)"),
-    (masking_probability_per_sentence, None, "picked -> <mask>"),
+WRONG_ANSWERS["best_masked_word"] = [
+    (fill_uniform, "uniform_over_fits", "the same probability"),
+    (fill_counting, "counts_not_weights", "not 1"),
+    (fill_unnormalised, "not_normalised", "does not sum to 1"),
+    (fill_joint, "joint_not_conditional", "*every* sentence"),
+    (fill_dict_of_sentences, "duplicates_once", "listed twice"),
+    (fill_startswith, "longer_sentences_match", "longer sentences"),
+    (fill_left_only, "left_context_only", "both sides"),
+    (fill_right_only, "right_context_only", "before it count"),
+    (fill_one_hot, "argmax", "one-hot"),
+    (fill_log, "log_probabilities", "log-probabilities"),
+    (fill_float64, "dtype", "torch.float64"),
+    (fill_normalises_weights_in_place, "in_place", "in place"),
+    (fill_a_dict, None, "type dict"),
+    (fill_position_of_cls, None, "positive probability differ"),
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["mask_tokens"])
-def test_mask_tokens_mistakes_are_named(reader, mistake, words):
-    result = check.mask_tokens(reader)
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["best_masked_word"])
+def test_best_masked_word_mistakes_are_named(reader, mistake, words):
+    result = check.best_masked_word(reader)
     assert not result.passed
     assert result.mistake == mistake, result
     assert words in result.message, result.message
 
 
-# ---- exercise 15.2: the MLM loss
+# ---- exercise 15.2: BERT's choice of positions
 
 
-def flat(logits):
-    return logits.reshape(-1, logits.shape[-1])
+def candidates_of(ids, pad_id, special_ids):
+    return (ids != pad_id) & ~torch.isin(ids, torch.tensor(list(special_ids)))
 
 
-def mlm_mean_over_every_position(logits, labels):
-    picked = labels != -100
-    losses = F.cross_entropy(flat(logits), labels.clamp(min=0).reshape(-1), reduction="none")
-    return (losses * picked.reshape(-1)).mean()
+def pick_bernoulli(ids, scores, p, pad_id, special_ids, max_predictions):
+    return (scores < p) & candidates_of(ids, pad_id, special_ids)
 
 
-def mlm_summed(logits, labels):
-    return F.cross_entropy(flat(logits), labels.reshape(-1), reduction="sum")
+def pick_with(ids, scores, p, pad_id, special_ids, max_predictions, count, allowed=None, largest=False):
+    allowed = candidates_of(ids, pad_id, special_ids) if allowed is None else allowed
+    out = torch.zeros_like(ids, dtype=torch.bool)
+    for b in range(len(ids)):
+        k = count(b)
+        order = torch.argsort(scores[b].masked_fill(~allowed[b], -1.0 if largest else 2.0), descending=largest)
+        out[b, order[:k]] = True
+    return out & allowed
 
 
-def mlm_per_sentence(logits, labels):
-    per_row = [F.cross_entropy(row_logits[row != -100], row[row != -100]) for row_logits, row in zip(logits, labels)]
-    return torch.stack([v for v in per_row if not v.isnan()]).mean()
+def pick_padded_length(ids, scores, p, pad_id, special_ids, max_predictions):
+    k = min(max_predictions, max(1, round(p * ids.shape[1])))
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions, lambda b: k)
 
 
-def mlm_ignore_padding_id(logits, labels):
-    return F.cross_entropy(flat(logits), labels.reshape(-1), ignore_index=0)
+def pick_words_only(ids, scores, p, pad_id, special_ids, max_predictions):
+    n = candidates_of(ids, pad_id, special_ids).sum(1)
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions,
+                     lambda b: min(max_predictions, max(1, round(p * n[b].item()))))  # fmt: skip
 
 
-def mlm_softmax_first(logits, labels):
-    return F.cross_entropy(flat(torch.softmax(logits, dim=-1)), labels.reshape(-1))
+def pick_no_minimum(ids, scores, p, pad_id, special_ids, max_predictions):
+    n = (ids != pad_id).sum(1)
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions,
+                     lambda b: min(max_predictions, round(p * n[b].item())))  # fmt: skip
 
 
-def mlm_nll_of_logits(logits, labels):
-    return F.nll_loss(flat(logits), labels.reshape(-1))
+def pick_no_cap(ids, scores, p, pad_id, special_ids, max_predictions):
+    n = (ids != pad_id).sum(1)
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions,
+                     lambda b: max(1, round(p * n[b].item())))  # fmt: skip
 
 
-def mlm_probabilities(logits, labels):
-    picked = labels != -100
-    probs = logits[picked].softmax(-1)
-    return -probs[torch.arange(len(probs)), labels[picked]].mean()
+def pick_int(ids, scores, p, pad_id, special_ids, max_predictions):
+    n = (ids != pad_id).sum(1)
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions,
+                     lambda b: min(max_predictions, max(1, int(p * n[b].item()))))  # fmt: skip
 
 
-def mlm_log_by_hand_summed(logits, labels):
-    picked = labels != -100
-    log_probs = torch.log_softmax(logits[picked], dim=-1)
-    return -log_probs[torch.arange(len(log_probs)), labels[picked]].sum()
+def pick_specials_too(ids, scores, p, pad_id, special_ids, max_predictions):
+    n = (ids != pad_id).sum(1)
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions,
+                     lambda b: min(max_predictions, max(1, round(p * n[b].item()))), allowed=ids != pad_id)  # fmt: skip
 
 
-def mlm_without_flattening(logits, labels):
-    return F.cross_entropy(logits, labels)  # the class axis must be 1: (B, V, T)
+def pick_topk_scores(ids, scores, p, pad_id, special_ids, max_predictions):
+    n = (ids != pad_id).sum(1)
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions,
+                     lambda b: min(max_predictions, max(1, round(p * n[b].item()))), largest=True)  # fmt: skip
 
 
-def mlm_per_position(logits, labels):
-    return F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
+def pick_longest_count(ids, scores, p, pad_id, special_ids, max_predictions):
+    k = min(max_predictions, max(1, round(p * (ids != pad_id).sum(1).max().item())))
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions, lambda b: k)
 
 
-def mlm_counting_zero_labels_as_unpicked(logits, labels):
-    keep = labels > 0  # "-100 and 0 are both not-a-token"
-    return F.cross_entropy(logits[keep], labels[keep])
+def pick_any_position(ids, scores, p, pad_id, special_ids, max_predictions):
+    n = (ids != pad_id).sum(1)
+    allowed = torch.ones_like(ids, dtype=torch.bool)
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions,
+                     lambda b: min(max_predictions, max(1, round(p * n[b].item()))), allowed=allowed)  # fmt: skip
 
 
-def mlm_transposed_correctly(logits, labels):
-    # The class axis moved to 1 instead of flattening: also right.
-    return F.cross_entropy(logits.transpose(1, 2), labels)
+def pick_indices(ids, scores, p, pad_id, special_ids, max_predictions):
+    return solutions.pick_like_bert(ids, scores, p, pad_id, special_ids, max_predictions).nonzero()
 
 
-WRONG_ANSWERS["mlm_loss"] = [
-    (mlm_mean_over_every_position, "mean_over_every_position", "counted in the mean"),
-    (mlm_summed, "sum", "not their mean"),
-    (mlm_log_by_hand_summed, "sum", "not their mean"),
-    (mlm_per_sentence, "mean_of_row_means", "each sentence's mean"),
-    (mlm_ignore_padding_id, "ignore_index_zero", "ignore_index=0"),
-    (mlm_counting_zero_labels_as_unpicked, "zero_label_skipped", "0 is a token id"),
-    (mlm_softmax_first, "softmax_first", "before F.cross_entropy"),
-    (mlm_nll_of_logits, "nll_of_logits", "log-probabilities"),
-    (mlm_probabilities, "probability_not_log", "-log p"),
-    (mlm_without_flattening, None, "raised"),
-    (mlm_per_position, None, "the loss is one number"),
+def pick_as_ints(ids, scores, p, pad_id, special_ids, max_predictions):
+    return solutions.pick_like_bert(ids, scores, p, pad_id, special_ids, max_predictions).long()
+
+
+def pick_masks_scores_in_place(ids, scores, p, pad_id, special_ids, max_predictions):
+    scores[~candidates_of(ids, pad_id, special_ids)] = float("inf")
+    return solutions.pick_like_bert(ids, scores, p, pad_id, special_ids, max_predictions)
+
+
+def pick_ceil(ids, scores, p, pad_id, special_ids, max_predictions):
+    n = (ids != pad_id).sum(1)
+    return pick_with(ids, scores, p, pad_id, special_ids, max_predictions,
+                     lambda b: min(max_predictions, max(1, -(-int(p * n[b].item() * 1000) // 1000))))  # fmt: skip
+
+
+WRONG_ANSWERS["pick_like_bert"] = [
+    (pick_bernoulli, "bernoulli", "fixed number per sentence"),
+    (pick_padded_length, "padding_counted", "padded length"),
+    (pick_words_only, "specials_not_counted", "[CLS] and [SEP]"),
+    (pick_no_minimum, "no_minimum", "at least one"),
+    (pick_no_cap, "no_cap", "capped"),
+    (pick_int, "floor_not_round", "rounds down"),
+    (pick_specials_too, "specials_picked", "special token"),
+    (pick_any_position, "padding_picked", "padding"),
+    (pick_topk_scores, "highest_scores", "*highest*"),
+    (pick_longest_count, "one_count_for_the_batch", "longest sentence"),
+    (pick_as_ints, "dtype", "torch.bool"),
+    (pick_masks_scores_in_place, "in_place", "in place"),
+    (pick_indices, None, "shape"),
+    (pick_ceil, None, "positions per row"),
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["mlm_loss"])
-def test_mlm_loss_mistakes_are_named(reader, mistake, words):
-    result = check.mlm_loss(reader)
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["pick_like_bert"])
+def test_pick_like_bert_mistakes_are_named(reader, mistake, words):
+    result = check.pick_like_bert(reader)
     assert not result.passed
     assert result.mistake == mistake, result
     assert words in result.message, result.message
-
-
-def test_moving_the_class_axis_instead_of_flattening_is_accepted():
-    assert check.mlm_loss(mlm_transposed_correctly).passed

@@ -11,10 +11,12 @@ import torch
 import torch.nn.functional as F
 
 import transformer_course as tc
-from transformer_course.exercises import check, solutions
+from transformer_course.exercises import _core, check, solutions
+from transformer_course.exercises.gpt import TableLM
+from transformer_course.grammar import Language
 
 
-@pytest.mark.parametrize("name", ["lm_loss", "top_k_filter", "top_p_filter"])
+@pytest.mark.parametrize("name", ["generate_until_eos", "top_k_filter", "floor_per_token"])
 def test_reference_solution_passes(name):
     result = getattr(check, name)(getattr(solutions, name))
     assert result.passed and result.mistake is None, result
@@ -22,79 +24,209 @@ def test_reference_solution_passes(name):
 
 
 def test_the_package_passes_too():
-    assert check.lm_loss(tc.gpt.lm_loss).passed
     assert check.top_k_filter(tc.gpt.top_k_logits).passed
-    assert check.top_p_filter(tc.gpt.top_p_logits).passed
 
 
-def test_solutions_are_the_package_functions_on_fresh_inputs():
+def test_solutions_agree_with_the_package_and_the_chapter():
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 17, generator=g)
     assert torch.equal(solutions.top_k_filter(logits, 4), tc.gpt.top_k_logits(logits, 4))
-    assert torch.equal(solutions.top_p_filter(logits, 0.7), tc.gpt.top_p_logits(logits, 0.7))
+    # Equal weights give the chapter's floor of the uniform language: log N / (mean words + 1).
+    language = Language.english()
+    floor = solutions.floor_per_token(list(language.sentences), torch.ones(len(language), dtype=torch.float64))
+    assert math.isclose(floor, language.floor, rel_tol=1e-9)
 
 
-# ---- exercise 14.1: the causal language-model loss
+def test_table_lm_is_causal_and_greedy_matches_tc_generate_style_decoding():
+    model = TableLM()
+    ids = torch.tensor([[1, 4, 6, 5]])
+    changed = ids.clone()
+    changed[0, 3] = 8
+    assert torch.equal(model(ids)[0, :3], model(changed)[0, :3])
+    # Distinct whole-number scores in every row: greedy decoding never meets a tie.
+    assert all(len(set(row.tolist())) == TableLM.VOCAB for row in model.table.detach().view(-1, TableLM.VOCAB))
+    out = solutions.generate_until_eos(model, [torch.tensor([1]), torch.tensor([1, 3])], 2, 5)
+    assert out[0].tolist() == [1, 6, 7, 3, 2] and len(out[1]) == 2 + 5 and 2 not in out[1].tolist()
 
 
-def flat(logits):
-    return logits.reshape(-1, logits.shape[-1])
+# ---- exercise 14.1: greedy generation until <eos>
 
 
-def loss_unshifted(logits, ids, pad_id):
-    return F.cross_entropy(flat(logits), ids[:, :-1].reshape(-1), ignore_index=pad_id)
+def greedy_never_stops_early(model, prompts, eos_id, max_new_tokens):
+    outs = []
+    for prompt in prompts:
+        ids = prompt.unsqueeze(0)
+        for _ in range(max_new_tokens):
+            ids = torch.cat([ids, model(ids)[:, -1:].argmax(-1)], dim=1)
+        outs.append(ids.squeeze(0))
+    return outs
 
 
-def loss_shifting_logits_too(logits, ids, pad_id):
-    # "Drop the last logit and the first target": but the logits already stopped one short.
-    return F.cross_entropy(flat(logits[:, :-1]), ids[:, 2:].reshape(-1), ignore_index=pad_id)
+def greedy_checks_before_appending(model, prompts, eos_id, max_new_tokens):
+    outs = []
+    for prompt in prompts:
+        tokens = prompt.tolist()
+        for _ in range(max_new_tokens):
+            nxt = model(torch.tensor([tokens]))[0, -1].argmax().item()
+            if nxt == eos_id:
+                break
+            tokens.append(nxt)
+        outs.append(torch.tensor(tokens))
+    return outs
 
 
-def loss_counting_padding(logits, ids, pad_id):
-    return F.cross_entropy(flat(logits), ids[:, 1:].reshape(-1))
+def greedy_batch_stops_at_first_eos(model, prompts, eos_id, max_new_tokens):
+    rows = [p.tolist() for p in prompts]
+    for _ in range(max_new_tokens):
+        stop = False
+        for row in rows:
+            row.append(model(torch.tensor([row]))[0, -1].argmax().item())
+            stop = stop or row[-1] == eos_id
+        if stop:
+            break
+    return [torch.tensor(r) for r in rows]
 
 
-def loss_with_pad_zero(logits, ids, pad_id):
-    return F.cross_entropy(flat(logits), ids[:, 1:].reshape(-1), ignore_index=0)
+def greedy_until_all_finished(model, prompts, eos_id, max_new_tokens):
+    rows = [p.tolist() for p in prompts]
+    finished = [False] * len(rows)
+    for _ in range(max_new_tokens):
+        if all(finished):
+            break
+        for i, row in enumerate(rows):
+            row.append(model(torch.tensor([row]))[0, -1].argmax().item())
+            finished[i] = finished[i] or row[-1] == eos_id
+    return [torch.tensor(r) for r in rows]
 
 
-def loss_summed(logits, ids, pad_id):
-    return F.cross_entropy(flat(logits), ids[:, 1:].reshape(-1), ignore_index=pad_id, reduction="sum")
+def greedy_right_padded_batch(model, prompts, eos_id, max_new_tokens):
+    batch = torch.nn.utils.rnn.pad_sequence(prompts, batch_first=True, padding_value=0)
+    start = batch.shape[1]
+    for _ in range(max_new_tokens):
+        batch = torch.cat([batch, model(batch)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    outs = []
+    for prompt, row in zip(prompts, batch):
+        new = row[start:].tolist()
+        if eos_id in new:
+            new = new[: new.index(eos_id) + 1]
+        outs.append(torch.tensor(prompt.tolist() + new))
+    return outs
 
 
-def loss_masked_by_hand(logits, ids, pad_id):
-    targets = ids[:, 1:]
-    nll = -torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
-    return (nll * (targets != pad_id)).mean()  # zeros the padding, then divides by every position
+def greedy_left_padded_batch(model, prompts, eos_id, max_new_tokens):
+    longest = max(len(p) for p in prompts)
+    batch = torch.stack([F.pad(p, (longest - len(p), 0), value=0) for p in prompts])
+    for _ in range(max_new_tokens):
+        batch = torch.cat([batch, model(batch)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    outs = []
+    for prompt, row in zip(prompts, batch):
+        new = row[longest:].tolist()
+        if eos_id in new:
+            new = new[: new.index(eos_id) + 1]
+        outs.append(torch.cat([prompt, torch.tensor(new, dtype=torch.long)]))
+    return outs
 
 
-def loss_per_sentence(logits, ids, pad_id):
-    values = []
-    for row_logits, row in zip(logits, ids):
-        keep = row[1:] != pad_id
-        values.append(F.cross_entropy(row_logits[keep], row[1:][keep]))
-    return torch.stack(values).mean()
+def greedy_total_length(model, prompts, eos_id, max_new_tokens):
+    outs = []
+    for prompt in prompts:
+        ids = prompt[None]
+        while ids.shape[1] < max_new_tokens:
+            nxt = model(ids)[0, -1].argmax()
+            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+            if nxt == eos_id:
+                break
+        outs.append(ids[0])
+    return outs
 
 
-def loss_of_probabilities(logits, ids, pad_id):
-    return F.cross_entropy(flat(logits.softmax(dim=-1)), ids[:, 1:].reshape(-1), ignore_index=pad_id)
+def greedy_range_from_one(model, prompts, eos_id, max_new_tokens):
+    outs = []
+    for prompt in prompts:
+        ids = prompt[None]
+        for _ in range(1, max_new_tokens):
+            nxt = model(ids)[0, -1].argmax()
+            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+            if nxt == eos_id:
+                break
+        outs.append(ids[0])
+    return outs
 
 
-def loss_in_bits(logits, ids, pad_id):
-    log2_probs = torch.log_softmax(logits, dim=-1) / math.log(2)
-    return F.nll_loss(flat(log2_probs), ids[:, 1:].reshape(-1), ignore_index=pad_id)
+def greedy_new_tokens_only(model, prompts, eos_id, max_new_tokens):
+    outs = []
+    for prompt in prompts:
+        ids, new = prompt[None], []
+        for _ in range(max_new_tokens):
+            nxt = model(ids)[0, -1].argmax()
+            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+            new.append(nxt.item())
+            if nxt == eos_id:
+                break
+        outs.append(torch.tensor(new, dtype=torch.long))
+    return outs
 
 
-def loss_nll_of_logits(logits, ids, pad_id):
-    return F.nll_loss(flat(logits), ids[:, 1:].reshape(-1), ignore_index=pad_id)
+def greedy_feeds_last_token(model, prompts, eos_id, max_new_tokens):
+    outs = []
+    for prompt in prompts:
+        ids = prompt[None]
+        for _ in range(max_new_tokens):
+            nxt = model(ids[:, -1:])[0, -1].argmax()  # "the model only needs the newest token"
+            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+            if nxt == eos_id:
+                break
+        outs.append(ids[0])
+    return outs
 
 
-def loss_without_flattening(logits, ids, pad_id):
-    return F.cross_entropy(logits, ids[:, 1:], ignore_index=pad_id)  # (B, T-1, V): the class axis must be 1
+def greedy_reads_position_zero(model, prompts, eos_id, max_new_tokens):
+    outs = []
+    for prompt in prompts:
+        ids = prompt[None]
+        for _ in range(max_new_tokens):
+            nxt = model(ids)[:, 0].argmax(-1)
+            ids = torch.cat([ids, nxt[:, None]], dim=1)
+            if nxt.item() == eos_id:
+                break
+        outs.append(ids[0])
+    return outs
 
 
-def loss_per_position(logits, ids, pad_id):
-    return F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], ignore_index=pad_id, reduction="none")
+def greedy_while_no_limit(model, prompts, eos_id, max_new_tokens):
+    outs = []
+    for prompt in prompts:
+        ids = prompt[None]
+        while ids[0, -1] != eos_id:  # no max_new_tokens: a row that never writes <eos> never ends
+            ids = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
+        outs.append(ids[0])
+    return outs
+
+
+def greedy_sampled(model, prompts, eos_id, max_new_tokens):
+    outs = []
+    for prompt in prompts:
+        ids = prompt[None]
+        for _ in range(max_new_tokens):
+            nxt = torch.multinomial(model(ids)[0, -1].softmax(-1), 1)
+            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+            if nxt.item() == eos_id:
+                break
+        outs.append(ids[0])
+    return outs
+
+
+def greedy_padded_tensor(model, prompts, eos_id, max_new_tokens):
+    rows = solutions.generate_until_eos(model, prompts, eos_id, max_new_tokens)
+    return torch.nn.utils.rnn.pad_sequence(list(rows), batch_first=True)
+
+
+def greedy_hardcoded_eos(model, prompts, eos_id, max_new_tokens):
+    return solutions.generate_until_eos(model, prompts, 2, max_new_tokens)  # "<eos> is 2"
+
+
+def greedy_as_a_list(model, prompts, eos_id, max_new_tokens):
+    return list(solutions.generate_until_eos(model, prompts, eos_id, max_new_tokens))  # a list is fine
 
 
 # {checker name: [(wrong answer, expected mistake key or None, words of the diagnosis)]}: every exercise
@@ -102,28 +234,36 @@ def loss_per_position(logits, ids, pad_id):
 WRONG_ANSWERS: dict[str, list] = {}
 
 
-WRONG_ANSWERS["lm_loss"] = [
-    (loss_unshifted, "no_shift", "targets are not shifted"),
-    (loss_shifting_logits_too, "shifted_twice", "shifted by two positions"),
-    (loss_counting_padding, "padding_counted", "ignore_index=pad_id"),
-    (loss_with_pad_zero, "pad_id_hardcoded", "not the number 0"),
-    (loss_summed, "sum", "sum of the losses"),
-    (loss_masked_by_hand, "mean_over_padding_too", "counted in the mean"),
-    (loss_per_sentence, "mean_of_sentence_means", "each sentence's mean"),
-    (loss_of_probabilities, "softmax_first", "before F.cross_entropy"),
-    (loss_in_bits, "bits", "in bits"),
-    (loss_nll_of_logits, "nll_of_logits", "expects log-probabilities"),
-    (loss_without_flattening, None, "raised"),
-    (loss_per_position, None, "the loss is one number"),
+WRONG_ANSWERS["generate_until_eos"] = [
+    (greedy_never_stops_early, "no_stop", "max_new_tokens new tokens"),
+    (greedy_checks_before_appending, "eos_dropped", "the <eos> itself is missing"),
+    (greedy_batch_stops_at_first_eos, "stops_every_row", "the first one wrote <eos>"),
+    (greedy_until_all_finished, "goes_on_after_eos", "went on generating"),
+    (greedy_right_padded_batch, "reads_padding", "that column is padding"),
+    (greedy_left_padded_batch, "left_padding", "padded on the left"),
+    (greedy_total_length, "max_counts_prompt", "total length"),
+    (greedy_range_from_one, "one_short", "one new token too few"),
+    (greedy_new_tokens_only, "prompt_missing", "new tokens only"),
+    (greedy_feeds_last_token, "last_token_only", "only the last token"),
+    (greedy_reads_position_zero, "first_position", "position 0"),
+    (greedy_while_no_limit, "time_limit", "stopped after 1 s"),
+    (greedy_sampled, "nondeterministic", "different results on the same input"),
+    (greedy_padded_tensor, None, "one 1-D tensor per prompt"),
+    (greedy_hardcoded_eos, None, "expected"),
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["lm_loss"])
-def test_lm_loss_mistakes_are_named(reader, mistake, words):
-    result = check.lm_loss(reader)
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["generate_until_eos"])
+def test_generate_until_eos_mistakes_are_named(reader, mistake, words, monkeypatch):
+    monkeypatch.setattr(_core, "TIME_LIMIT", 1.0)  # the endless loop is stopped sooner than in a notebook
+    result = check.generate_until_eos(reader)
     assert not result.passed
     assert result.mistake == mistake, result
     assert words in result.message, result.message
+
+
+def test_generate_until_eos_accepts_a_list_of_rows():
+    assert check.generate_until_eos(greedy_as_a_list).passed
 
 
 # ---- exercise 14.2: top-k filtering
@@ -215,109 +355,104 @@ def test_top_k_with_a_large_negative_fill_is_accepted():
     assert check.top_k_filter(top_k_large_negative).passed
 
 
-# ---- exercise 14.3: top-p filtering
+# ---- exercise 14.3: the floor of a weighted language
 
 
-def sorted_probs(logits, descending=True):
-    values, order = torch.sort(logits, dim=-1, descending=descending)
-    return values, order, torch.softmax(values, dim=-1)
+def distribution(sentences, weights):
+    p = {}
+    for s, w in zip(sentences, weights.tolist()):
+        p[s] = p.get(s, 0) + w / weights.sum().item()
+    return p
 
 
-def unsort(flags, order):
-    return torch.zeros_like(flags).scatter(-1, order, flags)
+def floor_uniform(sentences, weights):
+    distinct = set(sentences)
+    return math.log(len(distinct)) / (sum(len(s.split()) for s in distinct) / len(distinct) + 1)
 
 
-def top_p_drops_crossing(logits, p):
-    _values, order, probs = sorted_probs(logits)
-    remove = torch.cumsum(probs, dim=-1) > p
-    return logits.masked_fill(unsort(remove, order), -math.inf)
+def floor_entries_apart(sentences, weights):
+    p = weights / weights.sum()
+    lengths = torch.tensor([len(s.split()) + 1 for s in sentences], dtype=p.dtype)
+    return (-(p * p.log()).sum() / (p * lengths).sum()).item()
 
 
-def top_p_unsorted(logits, p):
-    probs = torch.softmax(logits, dim=-1)
-    remove = torch.cumsum(probs, dim=-1) - probs >= p
-    return logits.masked_fill(remove, -math.inf)
+def floor_raw_weights(sentences, weights):
+    p = {}
+    for s, w in zip(sentences, weights.tolist()):
+        p[s] = p.get(s, 0) + w
+    return -sum(v * math.log(v) for v in p.values()) / sum(v * (len(s.split()) + 1) for s, v in p.items())
 
 
-def top_p_ascending(logits, p):
-    _values, order, probs = sorted_probs(logits, descending=False)
-    remove = torch.cumsum(probs, dim=-1) - probs >= p
-    return logits.masked_fill(unsort(remove, order), -math.inf)
+def floor_without_eos(sentences, weights):
+    p = distribution(sentences, weights)
+    return -sum(v * math.log(v) for v in p.values()) / sum(v * len(s.split()) for s, v in p.items())
 
 
-def top_p_sorted_result(logits, p):
-    values, _order, probs = sorted_probs(logits)
-    return values.masked_fill(torch.cumsum(probs, dim=-1) - probs >= p, -math.inf)
+def floor_with_bos(sentences, weights):
+    p = distribution(sentences, weights)
+    return -sum(v * math.log(v) for v in p.values()) / sum(v * (len(s.split()) + 2) for s, v in p.items())
 
 
-def top_p_gather_back(logits, p):
-    _values, order, probs = sorted_probs(logits)
-    remove = torch.cumsum(probs, dim=-1) - probs >= p
-    return logits.masked_fill(remove.gather(-1, order), -math.inf)
+def floor_in_bits(sentences, weights):
+    p = distribution(sentences, weights)
+    return -sum(v * math.log2(v) for v in p.values()) / sum(v * (len(s.split()) + 1) for s, v in p.items())
 
 
-def top_p_cumsum_logits(logits, p):
-    values, order, _ = sorted_probs(logits)
-    remove = torch.cumsum(values, dim=-1) - values >= p
-    return logits.masked_fill(unsort(remove, order), -math.inf)
+def floor_per_sentence(sentences, weights):
+    p = distribution(sentences, weights)
+    return -sum(v * math.log(v) for v in p.values())
 
 
-def top_p_inverted(logits, p):
-    _values, order, probs = sorted_probs(logits)
-    keep = torch.cumsum(probs, dim=-1) - probs < p
-    return logits.masked_fill(unsort(keep, order), -math.inf)
+def floor_mean_of_ratios(sentences, weights):
+    p = distribution(sentences, weights)
+    return sum(-v * math.log(v) / (len(s.split()) + 1) for s, v in p.items())
 
 
-def top_p_zeros(logits, p):
-    _values, order, probs = sorted_probs(logits)
-    remove = unsort(torch.cumsum(probs, dim=-1) - probs >= p, order)
-    return torch.where(remove, torch.zeros_like(logits), logits)
+def floor_plain_mean_length(sentences, weights):
+    p = distribution(sentences, weights)
+    mean_words = sum(len(s.split()) for s in p) / len(p)
+    return -sum(v * math.log(v) for v in p.values()) / (mean_words + 1)
 
 
-def top_p_threshold(logits, p):
-    return torch.where(logits.softmax(-1) >= 1 - p, logits, torch.tensor(-math.inf))
+def floor_characters(sentences, weights):
+    p = distribution(sentences, weights)
+    return -sum(v * math.log(v) for v in p.values()) / sum(v * (len(s) + 1) for s, v in p.items())
 
 
-def top_p_in_place(logits, p):
-    _values, order, probs = sorted_probs(logits)
-    logits[unsort(torch.cumsum(probs, dim=-1) - probs >= p, order)] = -math.inf
-    return logits
+def floor_as_tensor(sentences, weights):
+    return torch.tensor(solutions.floor_per_token(sentences, weights))
 
 
-def top_p_min_one_token_forgotten(logits, p):
-    # Keeps the tokens whose cumulative probability stays at most p: can remove every token.
-    _values, order, probs = sorted_probs(logits)
-    remove = torch.cumsum(probs, dim=-1) > p
-    remove[..., 1:] = remove[..., 1:] | remove[..., :-1]
-    return logits.masked_fill(unsort(remove, order), -math.inf)
+def floor_normalised_in_place(sentences, weights):
+    weights /= weights.sum()
+    return solutions.floor_per_token(sentences, weights)
 
 
-def top_p_renormalised_probabilities(logits, p):
-    _values, order, probs = sorted_probs(logits)
-    keep = unsort(torch.cumsum(probs, dim=-1) - probs < p, order)
-    kept = torch.softmax(logits, dim=-1) * keep
-    return kept / kept.sum(dim=-1, keepdim=True)
+def floor_entropy_sign(sentences, weights):
+    p = distribution(sentences, weights)
+    return sum(v * math.log(v) for v in p.values()) / sum(v * (len(s.split()) + 1) for s, v in p.items())
 
 
-WRONG_ANSWERS["top_p_filter"] = [
-    (top_p_drops_crossing, "drops_crossing_token", "makes the sum reach p"),
-    (top_p_min_one_token_forgotten, "drops_crossing_token", "at least"),
-    (top_p_unsorted, "not_sorted", "vocabulary's order"),
-    (top_p_ascending, "ascending", "least likely first"),
-    (top_p_sorted_result, "not_unsorted", "sorted order"),
-    (top_p_gather_back, "gather_instead_of_scatter", "gather"),
-    (top_p_cumsum_logits, "cumsum_of_logits", "over the logits"),
-    (top_p_inverted, "keeps_the_tail", "inverted"),
-    (top_p_zeros, "zero_fill", "set to 0"),
-    (top_p_threshold, "own_probability", "its own probability"),
-    (top_p_in_place, "in_place", "in place"),
-    (top_p_renormalised_probabilities, "returns_probabilities", "returned probabilities"),
+WRONG_ANSWERS["floor_per_token"] = [
+    (floor_uniform, "uniform_formula", "weights were ignored"),
+    (floor_entries_apart, "duplicates_apart", "listed twice"),
+    (floor_raw_weights, "not_normalised", "without normalising"),
+    (floor_without_eos, "no_eos", "miss the <eos>"),
+    (floor_with_bos, "bos_counted", "<bos> was counted"),
+    (floor_in_bits, "bits", "in bits"),
+    (floor_per_sentence, "per_sentence", "entropy per sentence"),
+    (floor_mean_of_ratios, "mean_of_ratios", "not a mean of ratios"),
+    (floor_plain_mean_length, "unweighted_length", "the mean length is not"),
+    (floor_characters, "characters", "counts characters"),
+    (floor_as_tensor, "dtype", "expected a Python float"),
+    (floor_normalised_in_place, "in_place", "in place"),
+    (floor_entropy_sign, None, "expected"),
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["top_p_filter"])
-def test_top_p_mistakes_are_named(reader, mistake, words):
-    result = check.top_p_filter(reader)
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["floor_per_token"])
+def test_floor_per_token_mistakes_are_named(reader, mistake, words):
+    result = check.floor_per_token(reader)
     assert not result.passed
     assert result.mistake == mistake, result
     assert words in result.message, result.message

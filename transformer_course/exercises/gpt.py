@@ -1,183 +1,237 @@
-"""Chapter 14 exercises: the causal language-model loss, top-k filtering and top-p (nucleus) filtering.
+"""Chapter 14 exercises: greedy generation until <eos>, top-k filtering, and the floor of a weighted language.
 
-Each checker runs the reader's function and the package's (`gpt.lm_loss`, `gpt.top_k_logits`,
-`gpt.top_p_logits`) on random and edge-case inputs. The filters are compared by the distribution they leave,
-softmax(filtered logits), so -inf and a very large negative number both count as "removed"; the checker also
-notices a function that changes its input in place. Known wrong variants are recognised and named: the
-targets not shifted, padding counted, sums for means, the k-th token dropped, the token that crosses p
-dropped, the sort forgotten or not undone, and more.
+None of the three answers is printed in the chapter. `generate_until_eos` is checked on `TableLM`, a tiny
+causal model whose greedy choices are exact whole-number comparisons, with prompts of different lengths that
+stop at different steps (one never does); the known mistakes include reading a padding column, padding on the
+left, stopping every row at the first <eos>, and going on after it. `top_k_filter` is compared with
+`gpt.top_k_logits` by the distribution it leaves, softmax(filtered logits). `floor_per_token` generalises the
+chapter's floor, log N / (mean words + 1), to sentences drawn with unequal probabilities; the known mistakes
+include the uniform formula, a sentence listed twice counted as two, and a mean of ratios.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
-import torch.nn.functional as F
+from torch import nn
 
-from ..gpt import lm_loss as package_lm_loss
-from ..gpt import top_k_logits, top_p_logits
+from ..gpt import top_k_logits
 from ._core import Case, Mistake, Result, checker, compare, describe_difference, solution
 
-# ---------------------------------------------------------------- exercise 14.1: the causal language-model loss
+# ---------------------------------------------------------------- exercise 14.1: greedy generation until <eos>
 
 
 @solution
-def lm_loss(logits, ids, pad_id):
-    """Mean cross-entropy of logits (B, T - 1, V), computed on ids[:, :-1], against the next tokens ids[:, 1:]."""
-    targets = ids[:, 1:]  # position t predicts token t + 1: the inputs shifted left by one
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id)  # padding counts for nothing
+def generate_until_eos(model, prompts, eos_id, max_new_tokens):
+    """Greedy continuation of each prompt (1-D ids of any length) until it writes eos_id or max_new_tokens."""
+    outputs = []
+    with torch.no_grad():
+        for prompt in prompts:
+            ids = prompt[None]  # (t,) -> (1, t): one prompt at a time, so no padding is ever read
+            for _ in range(max_new_tokens):
+                next_id = model(ids)[0, -1].argmax()  # the most likely token after the prompt's last real token
+                ids = torch.cat([ids, next_id.view(1, 1)], dim=1)
+                if next_id.item() == eos_id:
+                    break  # <eos> is kept: it says the sentence is complete
+            outputs.append(ids[0])
+    return tuple(outputs)
 
 
-def _loss_variant(logits, ids, pad_id, shift=1, ignore=True, reduction="mean", pad=None):
-    """The loss with one thing done differently (the keyword that differs from the default says which)."""
-    if shift == 2:  # the logits shifted too: the last one dropped, the targets from ids[:, 2:]
-        logits = logits[:, :-1]
-    targets = ids[:, shift : shift + logits.shape[1]]
-    pad = pad_id if pad is None else pad
-    flat_logits, flat_targets = logits.flatten(0, 1), targets.flatten()
-    if not ignore:
-        return F.cross_entropy(flat_logits, flat_targets, reduction=reduction)
-    return F.cross_entropy(flat_logits, flat_targets, ignore_index=pad, reduction=reduction)
+class TableLM(nn.Module):
+    """The checker's language model: the logits at position t depend on the token at t and on t mod 3 only.
+
+    forward(ids (B, T)) -> logits (B, T, 9). It is causal (no position reads a later one) and sensitive to
+    positions, like a GPT, and its scores are distinct whole numbers, so greedy decoding never meets a tie.
+    """
+
+    VOCAB, PERIOD = 9, 3
+
+    def __init__(self, seed: int = 19):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        rows = [torch.randperm(self.VOCAB, generator=g).float() for _ in range(self.VOCAB * self.PERIOD)]
+        self.table = nn.Parameter(torch.stack(rows).view(self.VOCAB, self.PERIOD, self.VOCAB))  # (token, t mod 3, V)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table[ids, torch.arange(ids.shape[1]) % self.PERIOD]  # (B, T) -> (B, T, V)
 
 
-def _mean_over_every_position(logits, ids, pad_id):
-    targets = ids[:, 1:]
-    losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id, reduction="none")
-    return losses.sum() / targets.numel()
+_PAD = 0  # the padding id a batched answer would use: TableLM has no special meaning for it
 
 
-def _mean_of_sentence_means(logits, ids, pad_id):
-    targets = ids[:, 1:]
-    losses = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=pad_id, reduction="none")  # (B, T - 1)
-    real = (targets != pad_id).float()
-    return ((losses * real).sum(dim=1) / real.sum(dim=1)).mean()
+def _greedy_variant(model, prompts, eos_id, max_new_tokens, stop="row", keep_eos=True, prompt_out=True,
+                    budget="new", window="all", read=-1):  # fmt: skip
+    """Greedy decoding with one thing done differently, one prompt at a time (the keyword says which).
+
+    stop: "row" (each row at its own <eos>), "never", "first" (every row stops when one writes <eos>), "all"
+    (rows go on after their <eos> until every row has written one); budget: "new", "total" (max_new_tokens
+    counts the prompt) or "one_short"; window: "all" or "last" (only the last token fed, no cache); read: the
+    position whose logits are used.
+    """
+    rows = [prompt.tolist() for prompt in prompts]
+    lengths = [len(row) for row in rows]
+    limit = {"new": max_new_tokens, "total": max_new_tokens, "one_short": max(max_new_tokens - 1, 0)}[budget]
+    done = [False] * len(rows)
+    with torch.no_grad():
+        for _ in range(limit):
+            for i, row in enumerate(rows):
+                if budget == "total" and len(row) >= max_new_tokens:
+                    done[i] = True
+                if done[i]:
+                    continue
+                ids = torch.tensor([row if window == "all" else row[-1:]])
+                row.append(int(model(ids)[0, read].argmax()))
+            wrote_eos = [row[-1] == eos_id and len(row) > lengths[i] for i, row in enumerate(rows)]
+            if stop == "row":
+                done = [d or e for d, e in zip(done, wrote_eos)]
+            elif stop == "first" and any(wrote_eos):
+                break
+            elif stop == "all":
+                finished = [eos_id in row[lengths[i] :] for i, row in enumerate(rows)]
+                if all(finished):
+                    break
+    outputs = []
+    for row, length in zip(rows, lengths):
+        if not keep_eos and len(row) > length and row[-1] == eos_id:
+            row = row[:-1]
+        outputs.append(torch.tensor(row if prompt_out else row[length:], dtype=torch.long))
+    return tuple(outputs)
 
 
-def _softmax_twice(logits, ids, pad_id):
-    return package_lm_loss(torch.softmax(logits, dim=-1), ids, pad_id)
+def _padded_batch_variant(model, prompts, eos_id, max_new_tokens, side):
+    """The prompts padded into one batch with _PAD (on the right or the left), the last column read for every row.
+
+    Each row is cut after its first <eos> among the generated tokens, and the padding is removed from it.
+    """
+    longest = max(len(p) for p in prompts)
+    pads = [torch.full((longest - len(p),), _PAD) for p in prompts]
+    batch = torch.stack([torch.cat([p, pad] if side == "right" else [pad, p]) for p, pad in zip(prompts, pads)])
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            batch = torch.cat([batch, model(batch)[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+    outputs = []
+    for row in batch:
+        new = row[longest:].tolist()
+        new = new[: new.index(eos_id) + 1] if eos_id in new else new
+        outputs.append(torch.tensor([t for t in row[:longest].tolist() if t != _PAD] + new, dtype=torch.long))
+    return tuple(outputs)
 
 
-def _in_bits(logits, ids, pad_id):
-    return package_lm_loss(logits, ids, pad_id) / math.log(2)
-
-
-def _nll_of_raw_logits(logits, ids, pad_id):
-    return F.nll_loss(logits.flatten(0, 1), ids[:, 1:].flatten(), ignore_index=pad_id)
-
-
-_LOSS_MISTAKES = (
+_GENERATE_MISTAKES = (
     Mistake(
-        "no_shift",
-        lambda logits, ids, pad_id: _loss_variant(logits, ids, pad_id, shift=0),
-        "the targets are not shifted: position t is scored on token t, which it can see, instead of token t + 1. "
-        "The logits were computed on ids[:, :-1]; their targets are ids[:, 1:].",
+        "no_stop",
+        functools.partial(_greedy_variant, stop="never"),
+        "every prompt got max_new_tokens new tokens: stop a row as soon as it writes eos_id (and keep that <eos>).",
     ),
     Mistake(
-        "shifted_twice",
-        lambda logits, ids, pad_id: _loss_variant(logits, ids, pad_id, shift=2),
-        "the targets are shifted by two positions: the logits already belong to ids[:, :-1], so the targets are "
-        "ids[:, 1:] (shifting the logits too counts the shift twice).",
+        "eos_dropped",
+        functools.partial(_greedy_variant, keep_eos=False),
+        "the rows stop at the right place, but the <eos> itself is missing: append the token, then stop if it is "
+        "eos_id (it tells the reader that the sentence is complete, not cut by max_new_tokens).",
     ),
     Mistake(
-        "padding_counted",
-        lambda logits, ids, pad_id: _loss_variant(logits, ids, pad_id, ignore=False),
-        "padding is counted: the model is scored on predicting <pad> after <eos>. Pass ignore_index=pad_id to "
-        "F.cross_entropy so that padded targets count for nothing.",
+        "stops_every_row",
+        functools.partial(_greedy_variant, stop="first"),
+        "every row stopped when the first one wrote <eos>: the others had not finished. Keep a `finished` flag "
+        "per row and stop a row only at its own <eos>.",
     ),
     Mistake(
-        "pad_id_hardcoded",
-        lambda logits, ids, pad_id: _loss_variant(logits, ids, pad_id, pad=0),
-        "right when pad_id is 0, wrong otherwise: use the pad_id argument as ignore_index, not the number 0.",
+        "goes_on_after_eos",
+        functools.partial(_greedy_variant, stop="all"),
+        "a row that wrote <eos> went on generating until every row had finished: a finished row gets no more "
+        "tokens (cut it after its first <eos>).",
     ),
     Mistake(
-        "sum",
-        lambda logits, ids, pad_id: _loss_variant(logits, ids, pad_id, reduction="sum"),
-        "this is the sum of the losses, not their mean: divide by the number of real (non-padding) targets, as "
-        "F.cross_entropy's default reduction='mean' does.",
+        "reads_padding",
+        functools.partial(_padded_batch_variant, side="right"),
+        "the prompts were padded on the right into one batch and every row's next token read from the last "
+        "column: for a short prompt that column is padding, not its last word. Read row i at its own last real "
+        "position (lengths[i] - 1), or generate one prompt at a time.",
     ),
     Mistake(
-        "mean_over_padding_too",
-        _mean_over_every_position,
-        "the padding contributes nothing to the sum, but it is counted in the mean: divide by the number of real "
-        "targets, not by B × (T - 1) (F.cross_entropy with ignore_index does this for you).",
+        "left_padding",
+        functools.partial(_padded_batch_variant, side="left"),
+        "the prompts were padded on the left: a short prompt's words then sit at later positions, and the model "
+        "reads them (and the padding) as a different input. Without position ids and an attention mask that skip "
+        "the padding, generate one prompt at a time (or pad on the right and read each row's own last position).",
     ),
     Mistake(
-        "mean_of_sentence_means",
-        _mean_of_sentence_means,
-        "this is the mean of each sentence's mean loss, which weighs a token of a short sentence more than a token "
-        "of a long one: average over all real tokens of the batch at once.",
+        "max_counts_prompt",
+        functools.partial(_greedy_variant, budget="total"),
+        "max_new_tokens was taken as the total length, prompt included: it counts the *new* tokens only, so a "
+        "longer prompt does not get fewer of them.",
     ),
     Mistake(
-        "softmax_first",
-        _softmax_twice,
-        "the logits went through a softmax before F.cross_entropy, which applies log_softmax itself: pass the raw "
-        "logits.",
+        "one_short",
+        functools.partial(_greedy_variant, budget="one_short"),
+        "one new token too few where no <eos> came: a row may get max_new_tokens new tokens (range(max_new_tokens), "
+        "not range(1, max_new_tokens)).",
     ),
     Mistake(
-        "bits",
-        _in_bits,
-        "the loss is in bits (log base 2): the course measures it in nats, with the natural logarithm, as "
-        "F.cross_entropy does.",
+        "prompt_missing",
+        functools.partial(_greedy_variant, prompt_out=False),
+        "you returned the new tokens only: return each prompt followed by its continuation.",
     ),
     Mistake(
-        "nll_of_logits",
-        _nll_of_raw_logits,
-        "F.nll_loss expects log-probabilities, and got raw logits: take log_softmax first, or use F.cross_entropy, "
-        "which does both.",
+        "last_token_only",
+        functools.partial(_greedy_variant, window="last"),
+        "the model was given only the last token at each step: without a KV cache it must read the whole "
+        "sequence (its position and its context are lost otherwise).",
+    ),
+    Mistake(
+        "first_position",
+        functools.partial(_greedy_variant, read=0),
+        "the next token was read from the logits of position 0: the prediction for the next token is at the last "
+        "position, logits[:, -1].",
     ),
 )
 
 
-def _explain_loss(got, expected, label: str) -> str:
-    if isinstance(got, torch.Tensor) and got.dim() > 0:
-        return f"returned a tensor of shape {tuple(got.shape)} on {label}: the loss is one number, a 0-dim tensor"
-    close = (
-        isinstance(got, torch.Tensor)
-        and isinstance(expected, torch.Tensor)
-        and got.dim() == 0
-        and math.isclose(got.item(), expected.item(), rel_tol=0.2)
-    )
-    if close:
+def _explain_generate(got, expected, label: str) -> str:
+    if isinstance(got, torch.Tensor) and isinstance(expected, tuple):
         return (
-            f"close to the expected loss but not equal on {label} ({got.item():.4f} instead of "
-            f"{expected.item():.4f}): check which targets and which positions you average over"
+            f"returned one tensor of shape {tuple(got.shape)} on {label}: return one 1-D tensor per prompt (a tuple "
+            "or a list), each as long as its own prompt and continuation, with no padding"
         )
+    if isinstance(got, (tuple, list)) and isinstance(expected, tuple) and len(got) == len(expected):
+        for i, (g, e) in enumerate(zip(got, expected)):
+            if isinstance(g, torch.Tensor) and not torch.equal(g.cpu(), e):
+                return f"prompt {i} of {label}: got {g.tolist()}, expected {e.tolist()}"
     return describe_difference(got, expected, label)
 
 
 @checker
-def check_lm_loss(fn) -> Result:
-    """Check `fn(logits, ids, pad_id)` against gpt.lm_loss on padded and unpadded batches."""
-    g = torch.Generator().manual_seed(14)
+def check_generate_until_eos(fn) -> Result:
+    """Check `fn(model, prompts, eos_id, max_new_tokens)` against the reference on TableLM and prompts of 1-4 ids."""
+    model = TableLM().eval()
 
-    def batch(rows, length, vocab, pad_id, lengths):
-        ids = torch.randint(vocab, (rows, length), generator=g)
-        ids[ids == pad_id] = (pad_id + 1) % vocab  # no accidental padding inside a sentence
-        for row, n in enumerate(lengths):
-            ids[row, n:] = pad_id
-        logits = 2 * torch.randn(rows, length - 1, vocab, generator=g)
-        return logits, ids
+    def prompts(*rows):
+        return [torch.tensor(row) for row in rows]
 
     cases = [
-        Case("a batch of 3 sentences padded with 0", (*batch(3, 8, 11, 0, [8, 5, 3]), 0)),
-        Case("one sentence without padding", (*batch(1, 6, 9, 0, [6]), 0)),
-        Case("4 sentences padded with pad_id=2", (*batch(4, 7, 13, 2, [7, 7, 4, 2]), 2)),
-        Case("2 sentences of very different lengths", (*batch(2, 10, 8, 0, [10, 3]), 0)),
+        Case("prompts of 1 and 3 ids, eos_id=2, max_new_tokens=8", (model, prompts([1], [1, 4, 6]), 2, 8)),
+        Case(
+            "prompts of 4, 1 and 2 ids, eos_id=2, max_new_tokens=5", (model, prompts([1, 8, 3, 4], [1], [1, 3]), 2, 5)
+        ),
+        Case("the same prompts with eos_id=5, max_new_tokens=6", (model, prompts([1], [1, 4, 6], [1, 8, 3, 4]), 5, 6)),
+        Case("one prompt that never reaches <eos>, max_new_tokens=4", (model, prompts([1, 7]), 2, 4)),
+        Case("max_new_tokens=0", (model, prompts([1, 4, 6], [1]), 2, 0)),
     ]
     return compare(
-        "lm_loss",
+        "generate_until_eos",
         fn,
-        package_lm_loss,
+        generate_until_eos,
         cases,
-        _LOSS_MISTAKES,
-        explain=_explain_loss,
-        passed=f"passed all {len(cases)} cases (padding 0 and 2, sentences of different lengths): the same loss as "
-        "gpt.lm_loss",
+        _GENERATE_MISTAKES,
+        explain=_explain_generate,
+        passed=f"passed all {len(cases)} cases (prompts of 1 to 4 ids, rows that stop at different steps, one that "
+        "never stops, eos_id 2 and 5): the same tokens as the reference",
     )
 
 
-# ---------------------------------------------------------------- exercises 14.2 and 14.3: top-k and top-p
+# ---------------------------------------------------------------- exercise 14.2: top-k filtering
 
 
 @solution
@@ -186,17 +240,6 @@ def top_k_filter(logits, k):
     k = min(k, logits.shape[-1])  # k above the vocabulary size keeps everything
     kth_largest = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest of each row
     return logits.masked_fill(logits < kth_largest, float("-inf"))
-
-
-@solution
-def top_p_filter(logits, p):
-    """Keep the smallest set of most likely tokens of each row whose probabilities sum to at least p."""
-    sorted_logits, order = logits.sort(dim=-1, descending=True)
-    sorted_probs = sorted_logits.softmax(dim=-1)
-    before = sorted_probs.cumsum(dim=-1) - sorted_probs  # the mass of the tokens ranked above each one
-    drop_sorted = before >= p  # they already reach p: this token is not needed
-    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to the vocabulary's order
-    return logits.masked_fill(drop, float("-inf"))
 
 
 def _observe_filter(fn, case: Case):
@@ -319,121 +362,127 @@ def check_top_k_filter(fn) -> Result:
     )
 
 
-def _top_p_variant(logits, p, rule="before", order="descending", unsort="scatter", fill=float("-inf"), on="probs"):
-    if order == "none":
-        sorted_logits, index = logits, torch.arange(logits.shape[-1]).expand_as(logits)
-    else:
-        sorted_logits, index = logits.sort(dim=-1, descending=order == "descending")
-    values = sorted_logits.softmax(dim=-1) if on == "probs" else sorted_logits
-    cumulative = values.cumsum(dim=-1)
-    if rule == "before":
-        drop_sorted = cumulative - values >= p
-    elif rule == "crossing":  # drops the token whose addition crosses p
-        drop_sorted = cumulative > p
-    else:  # "keep_tail": the complement
-        drop_sorted = cumulative - values < p
-    if unsort == "scatter":
-        drop = drop_sorted.scatter(-1, index, drop_sorted)
-    elif unsort == "gather":
-        drop = drop_sorted.gather(-1, index)
-    else:  # "none": the sorted order is returned as it is
-        return sorted_logits.masked_fill(drop_sorted, fill)
-    return logits.masked_fill(drop, fill)
+# ---------------------------------------------------------------- exercise 14.3: the floor of a weighted language
 
 
-def _top_p_probabilities(logits, p):
-    return torch.softmax(top_p_logits(logits, p), dim=-1)
+@solution
+def floor_per_token(sentences, weights):
+    """The lowest loss per predicted token (nats) when sentence i is drawn with probability ∝ weights[i]."""
+    probability = {}
+    for sentence, weight in zip(sentences, (weights / weights.sum()).tolist()):
+        probability[sentence] = probability.get(sentence, 0.0) + weight  # a sentence listed twice: one sentence
+    entropy = -sum(p * math.log(p) for p in probability.values() if p > 0)  # nats per sentence
+    tokens = sum(p * (len(s.split()) + 1) for s, p in probability.items())  # expected words + <eos> per sentence
+    return entropy / tokens
 
 
-def _top_p_own_probability(logits, p):
-    # Keeps each token whose own probability is at least 1 - p: a threshold, not a cumulative mass.
-    return logits.masked_fill(logits.softmax(dim=-1) < 1 - p, float("-inf"))
+def _floor_variant(sentences, weights, weighted=True, merge=True, normalise=True, extra=1, log=math.log,
+                   per="token", length=lambda s: len(s.split())):  # fmt: skip
+    """floor_per_token with one thing done differently (the keyword that differs from the default says which)."""
+    w = (weights / weights.sum() if normalise else weights).tolist()
+    if not weighted:
+        w = [1 / len(set(sentences)) if merge else 1 / len(sentences)] * len(sentences)
+    probability: dict = {}
+    for i, (sentence, p) in enumerate(zip(sentences, w)):
+        key = sentence if merge else i
+        probability[key] = p if (key in probability and not weighted) else probability.get(key, 0.0) + p
+    text = dict(enumerate(sentences)) if not merge else {s: s for s in probability}
+    entropy = -sum(p * log(p) for p in probability.values() if p > 0)
+    if per == "sentence":
+        return entropy
+    if per == "ratio":  # the mean over sentences of -log p(s) / (length + 1)
+        return sum(-p * log(p) / (length(text[k]) + extra) for k, p in probability.items())
+    if per == "unweighted_length":
+        distinct = set(sentences)
+        return entropy / (sum(length(s) for s in distinct) / len(distinct) + extra)
+    return entropy / sum(p * (length(text[k]) + extra) for k, p in probability.items())
 
 
-_TOP_P_MISTAKES = (
+_FLOOR_MISTAKES = (
     Mistake(
-        "drops_crossing_token",
-        lambda logits, p: _top_p_variant(logits, p, rule="crossing"),
-        "the token whose probability makes the sum reach p was dropped: the nucleus is the smallest set whose "
-        "probabilities sum to *at least* p, so that token belongs to it. Drop a token when the mass of the tokens "
-        "ranked above it already reaches p (cumsum - probs >= p).",
+        "uniform_formula",
+        lambda s, w: _floor_variant(s, w, weighted=False),
+        "this is the uniform language's floor, log N / (mean words + 1): the weights were ignored. With "
+        "probabilities p(s), the entropy is -Σ p(s) log p(s) and the tokens per sentence are Σ p(s) (words + 1).",
     ),
     Mistake(
-        "not_sorted",
-        lambda logits, p: _top_p_variant(logits, p, order="none"),
-        "the cumulative sum was taken in the vocabulary's order: sort the tokens by probability, most likely "
-        "first (sort(descending=True)), then add up.",
+        "duplicates_apart",
+        lambda s, w: _floor_variant(s, w, merge=False),
+        "a sentence listed twice was counted as two different sentences: the model cannot tell them apart, so "
+        "add up their probabilities first (a dict from sentence to probability), then take the entropy.",
     ),
     Mistake(
-        "ascending",
-        lambda logits, p: _top_p_variant(logits, p, order="ascending"),
-        "the tokens were sorted least likely first, so the set kept is made of unlikely tokens: sort with "
-        "descending=True.",
+        "not_normalised",
+        lambda s, w: _floor_variant(s, w, normalise=False),
+        "the weights were used as probabilities without normalising them: divide by their sum first.",
     ),
     Mistake(
-        "not_unsorted",
-        lambda logits, p: _top_p_variant(logits, p, unsort="none"),
-        "the result is in sorted order, not in the vocabulary's: position i must still be token i. Put the "
-        "decisions back with drop = drop_sorted.scatter(-1, order, drop_sorted).",
+        "no_eos",
+        lambda s, w: _floor_variant(s, w, extra=0),
+        "the tokens per sentence miss the <eos>: a language model predicts every word *and* the <eos> that ends "
+        "the sentence, words + 1 per sentence.",
     ),
     Mistake(
-        "gather_instead_of_scatter",
-        lambda logits, p: _top_p_variant(logits, p, unsort="gather"),
-        "the decisions were put back with gather(-1, order), which applies the permutation a second time instead "
-        "of undoing it: use scatter(-1, order, drop_sorted).",
+        "bos_counted",
+        lambda s, w: _floor_variant(s, w, extra=2),
+        "<bos> was counted as a predicted token: it is given, never predicted. A sentence costs words + 1 "
+        "predictions (the words and <eos>).",
     ),
     Mistake(
-        "cumsum_of_logits",
-        lambda logits, p: _top_p_variant(logits, p, on="logits"),
-        "the cumulative sum was taken over the logits: p is a probability mass, so add up softmax probabilities.",
+        "bits",
+        lambda s, w: _floor_variant(s, w, log=math.log2),
+        "the floor is in bits (log base 2): the course's losses are in nats (natural logarithm), as F.cross_entropy's.",
     ),
     Mistake(
-        "keeps_the_tail",
-        lambda logits, p: _top_p_variant(logits, p, rule="keep_tail"),
-        "the mask is inverted: you kept the unlikely tail and dropped the nucleus. Drop where the mass above a "
-        "token already reaches p.",
+        "per_sentence",
+        lambda s, w: _floor_variant(s, w, per="sentence"),
+        "this is the entropy per sentence: the loss is averaged per predicted token, so divide by the expected "
+        "number of predicted tokens per sentence.",
     ),
     Mistake(
-        "zero_fill",
-        lambda logits, p: _top_p_variant(logits, p, fill=0.0),
-        "the removed logits were set to 0, which still has a positive probability after the softmax: use -inf.",
+        "mean_of_ratios",
+        lambda s, w: _floor_variant(s, w, per="ratio"),
+        "you averaged -log p(s) / (words + 1) over the sentences: the loss pools every predicted token of the "
+        "language, so divide the expected -log p(s) by the expected number of tokens (a ratio of means, not a "
+        "mean of ratios).",
     ),
     Mistake(
-        "own_probability",
-        _top_p_own_probability,
-        "each token was kept or dropped by its own probability: top-p keeps the most likely tokens until their "
-        "*summed* probability reaches p (sort, cumsum).",
+        "unweighted_length",
+        lambda s, w: _floor_variant(s, w, per="unweighted_length"),
+        "the entropy is weighted, but the mean length is not: a likely sentence's tokens are predicted more "
+        "often, so weight the length by p(s) too.",
     ),
     Mistake(
-        "returns_probabilities",
-        _top_p_probabilities,
-        "you returned probabilities (after a softmax, or renormalised by hand); return the filtered logits, and "
-        "let the sampler take the softmax.",
+        "characters",
+        lambda s, w: _floor_variant(s, w, length=len),
+        "len(sentence) counts characters: the tokens are the words, len(sentence.split()).",
     ),
 )
 
 
 @checker
-def check_top_p_filter(fn) -> Result:
-    """Check `fn(logits, p)` against gpt.top_p_logits by softmax(result); compare also checks the input is untouched."""
-    g = torch.Generator().manual_seed(143)
-    # Probabilities 0.5, 0.3, 0.15, 0.05 (shuffled): p = 0.6 must keep 0.5 and 0.3, the token that crosses p.
-    crafted = torch.tensor([0.15, 0.5, 0.05, 0.3]).log()
+def check_floor_per_token(fn) -> Result:
+    """Check `fn(sentences, weights)` against the reference on small weighted languages."""
     cases = [
-        Case("probabilities 0.15, 0.5, 0.05, 0.3 and p=0.6", (crafted, 0.6)),
-        Case("one row of 12 logits, p=0.9", (2 * torch.randn(12, generator=g), 0.9)),
-        Case("a batch of 5 rows of 8 logits, p=0.5", (3 * torch.randn(5, 8, generator=g), 0.5)),
-        Case("a peaked row (one token above p), p=0.3", (torch.tensor([[4.0, 0.0, -1.0, 0.5, -2.0]]), 0.3)),
-        Case("logits of shape (2, 3, 6), p=0.75", (torch.randn(2, 3, 6, generator=g), 0.75)),
-    ]
+        Case("three sentences, weights 1, 1, 2",
+             (["he likes her", "we see them very much", "do they know us ?"], torch.tensor([1.0, 1.0, 2.0]))),
+        Case("a sentence listed twice, weights 1, 2, 1, 4",
+             (["I help myself", "you saw me yesterday", "I help myself", "does she love him ?"],
+              torch.tensor([1.0, 2.0, 1.0, 4.0]))),
+        Case("probabilities 0.5, 0.3, 0.2 (already summing to 1)",
+             (["KaGe misses XiaoBing", "she did not trust herself", "we miss you"], torch.tensor([0.5, 0.3, 0.2]))),
+        Case("four sentences of equal weight 3",
+             (["I see you", "they hate us", "does he know me very much ?", "you met me yesterday"],
+              torch.full((4,), 3.0))),
+    ]  # fmt: skip
     return compare(
-        "top_p_filter",
+        "floor_per_token",
         fn,
-        top_p_logits,
+        floor_per_token,
         cases,
-        _TOP_P_MISTAKES,
-        observe=_observe_filter,
-        explain=_explain_filter,
-        passed=f"passed all {len(cases)} cases (p = 0.3 to 0.9, a crafted row where the crossing token matters, "
-        "batches): softmax of your result equals that of gpt.top_p_logits, and the input is left unchanged",
+        _FLOOR_MISTAKES,
+        rtol=1e-6,
+        atol=1e-9,
+        passed=f"passed all {len(cases)} cases (unequal weights, a repeated sentence, weights summing to 1, equal "
+        "weights): the same floor as the reference, in nats per predicted token",
     )
