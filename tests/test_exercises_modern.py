@@ -4,33 +4,39 @@ The wrong answers below are written the way a reader might write them, independe
 checkers use to recognise the mistakes; at least ten per exercise.
 """
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 import transformer_course as tc
+from transformer_course import modern
 from transformer_course.exercises import check, solutions
 
+NAMES = ["rope_qkv", "swiglu", "grouped_attention"]
 
-@pytest.mark.parametrize("name", ["rope_qkv", "swiglu", "repeat_kv"])
+
+@pytest.mark.parametrize("name", NAMES)
 def test_reference_solution_passes(name):
     result = getattr(check, name)(getattr(solutions, name))
     assert result.passed and result.mistake is None, result
     assert repr(result).startswith(f"✅ {name}: passed all")
 
 
-def test_the_package_passes_too():
-    assert check.repeat_kv(tc.repeat_kv).passed
+def test_the_refused_functions_are_given_back_after_each_check():
+    originals = (tc.apply_rope, modern.apply_rope, tc.repeat_kv, modern.repeat_kv, F.scaled_dot_product_attention)
+    assert not check.rope_qkv(rope_with_the_package).passed
+    assert not check.grouped_attention(grouped_with_sdpa).passed
+    after = (tc.apply_rope, modern.apply_rope, tc.repeat_kv, modern.repeat_kv, F.scaled_dot_product_attention)
+    assert all(a is b for a, b in zip(originals, after))
 
-    def with_the_package(q, k, v, start, theta):
-        cos, sin = tc.RotaryEmbedding(q.shape[-1], theta)(start, q.shape[2])
-        return tc.apply_rope(q, cos, sin), tc.apply_rope(k, cos, sin), v
 
-    assert check.rope_qkv(with_the_package).passed
-
-    def with_the_module(x, w_gate, w_up, w_down):
-        ffn = tc.SwiGLU(x.shape[-1], w_gate.shape[0])
+def test_the_package_module_passes_the_swiglu_check():
+    def with_the_module(x, w_gate_up, w_down):
+        ffn = tc.SwiGLU(x.shape[-1], w_down.shape[1])
         with torch.no_grad():
+            w_gate, w_up = w_gate_up.chunk(2)
             for linear, w in ((ffn.w_gate, w_gate), (ffn.w_up, w_up), (ffn.w_down, w_down)):
                 linear.weight.copy_(w)
             return ffn(x)
@@ -40,20 +46,19 @@ def test_the_package_passes_too():
 
 WRONG_ANSWERS: dict[str, list] = {}
 
-# ---- exercise 19.1: rotary position embeddings
+# ---- exercise 19.1: rotary position embeddings for per-row positions
 
 
-def angles_for(q, start, theta, first=None, exponent=2.0, inverse=True):
-    d, length = q.shape[-1], q.shape[2]
+def angles_for(q, positions, theta, exponent=2.0, inverse=True, shift=0):
+    d = q.shape[-1]
     i = torch.arange(d // 2, dtype=torch.float)
     freq = theta ** (-exponent * i / d) if inverse else theta ** (exponent * i / d)
-    first = start if first is None else first
-    pos = torch.arange(first, first + length, dtype=torch.float)
-    return torch.outer(pos, freq)  # (T, d/2)
+    return (positions.float() + shift).unsqueeze(-1) * freq  # (B, T, d/2)
 
 
 def half_split(x, a, sign=1.0, swap=False):
-    cos, sin = torch.cat([a, a], -1).cos(), torch.cat([a, a], -1).sin()
+    a = torch.cat([a, a], -1).unsqueeze(1)  # (B, 1, T, d)
+    cos, sin = a.cos(), a.sin()
     if swap:
         cos, sin = sin, cos
     d = x.shape[-1] // 2
@@ -61,8 +66,18 @@ def half_split(x, a, sign=1.0, swap=False):
     return x * cos + sign * other * sin
 
 
-def rope_paper_pairs(q, k, v, start, theta):
-    a = angles_for(q, start, theta)
+def rope_with_the_package(q, k, v, positions, theta):
+    cos, sin = tc.RotaryEmbedding(q.shape[-1], theta)(0, q.shape[2])
+    return tc.apply_rope(q, cos, sin), tc.apply_rope(k, cos, sin), v
+
+
+def rope_apply_rope_per_row(q, k, v, positions, theta):
+    a = torch.cat([angles_for(q, positions, theta)] * 2, -1).unsqueeze(1)
+    return tc.apply_rope(q, a.cos(), a.sin()), tc.apply_rope(k, a.cos(), a.sin()), v
+
+
+def rope_paper_pairs(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta).unsqueeze(1)
     cos, sin = a.cos(), a.sin()
 
     def rot(x):
@@ -75,9 +90,9 @@ def rope_paper_pairs(q, k, v, start, theta):
     return rot(q), rot(k), v
 
 
-def rope_complex(q, k, v, start, theta):
+def rope_complex(q, k, v, positions, theta):
     # Meta's original code: complex numbers from consecutive pairs (the interleaved layout).
-    a = angles_for(q, start, theta)
+    a = angles_for(q, positions, theta).unsqueeze(1)
     turn = torch.polar(torch.ones_like(a), a)
 
     def rot(x):
@@ -87,61 +102,79 @@ def rope_complex(q, k, v, start, theta):
     return rot(q), rot(k), v
 
 
-def rope_all_three(q, k, v, start, theta):
-    a = angles_for(q, start, theta)
+def rope_all_three(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta)
     return half_split(q, a), half_split(k, a), half_split(v, a)
 
 
-def rope_only_queries(q, k, v, start, theta):
-    return half_split(q, angles_for(q, start, theta)), k, v
+def rope_only_queries(q, k, v, positions, theta):
+    return half_split(q, angles_for(q, positions, theta)), k, v
 
 
-def rope_only_keys(q, k, v, start, theta):
-    return q, half_split(k, angles_for(q, start, theta)), v
+def rope_only_keys(q, k, v, positions, theta):
+    return q, half_split(k, angles_for(q, positions, theta)), v
 
 
-def rope_from_zero(q, k, v, start, theta):
-    a = angles_for(q, start, theta, first=0)
+def rope_arange(q, k, v, positions, theta):
+    batch, length = positions.shape
+    a = angles_for(q, torch.arange(length).repeat(batch, 1), theta)
     return half_split(q, a), half_split(k, a), v
 
 
-def rope_from_one(q, k, v, start, theta):
-    a = angles_for(q, start, theta, first=start + 1)
+def rope_first_row(q, k, v, positions, theta):
+    a = angles_for(q, positions[0], theta)  # (T, d/2): one row for the whole batch
+    a = a.expand(q.shape[0], -1, -1)
     return half_split(q, a), half_split(k, a), v
 
 
-def rope_exponent_i_over_d(q, k, v, start, theta):
-    a = angles_for(q, start, theta, exponent=1.0)
+def rope_no_head_axis(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta)
+    a = torch.cat([a, a], -1)  # (B, T, d), broadcast as if it were (H, T, d)
+    d = q.shape[-1] // 2
+
+    def rot(x):
+        return x * a.cos() + torch.cat([-x[..., d:], x[..., :d]], -1) * a.sin()
+
+    return rot(q), rot(k), v
+
+
+def rope_from_one(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta, shift=1)
     return half_split(q, a), half_split(k, a), v
 
 
-def rope_theta_power(q, k, v, start, theta):
-    a = angles_for(q, start, theta, inverse=False)
+def rope_exponent_i_over_d(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta, exponent=1.0)
     return half_split(q, a), half_split(k, a), v
 
 
-def rope_default_base(q, k, v, start, theta):
-    a = angles_for(q, start, 10000.0)
+def rope_theta_power(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta, inverse=False)
     return half_split(q, a), half_split(k, a), v
 
 
-def rope_clockwise(q, k, v, start, theta):
-    a = angles_for(q, start, theta)
+def rope_default_base(q, k, v, positions, theta):
+    a = angles_for(q, positions, 10000.0)
+    return half_split(q, a), half_split(k, a), v
+
+
+def rope_clockwise(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta)
     return half_split(q, a, sign=-1.0), half_split(k, a, sign=-1.0), v
 
 
-def rope_sin_cos(q, k, v, start, theta):
-    a = angles_for(q, start, theta)
+def rope_sin_cos(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta)
     return half_split(q, a, swap=True), half_split(k, a, swap=True), v
 
 
-def rope_scaling_only(q, k, v, start, theta):
-    a = torch.cat([angles_for(q, start, theta)] * 2, -1)
+def rope_scaling_only(q, k, v, positions, theta):
+    a = torch.cat([angles_for(q, positions, theta)] * 2, -1).unsqueeze(1)
     return q * a.cos() + q * a.sin(), k * a.cos() + k * a.sin(), v
 
 
-def rope_mixed_layout(q, k, v, start, theta):
-    a = angles_for(q, start, theta).repeat_interleave(2, dim=-1)  # (T, d): the interleaved layout's angles
+def rope_mixed_layout(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta).repeat_interleave(2, dim=-1).unsqueeze(1)  # the interleaved layout's angles
     d = q.shape[-1] // 2
 
     def rot(x):
@@ -150,18 +183,22 @@ def rope_mixed_layout(q, k, v, start, theta):
     return rot(q), rot(k), v
 
 
-def rope_returns_two(q, k, v, start, theta):
-    a = angles_for(q, start, theta)
+def rope_returns_two(q, k, v, positions, theta):
+    a = angles_for(q, positions, theta)
     return half_split(q, a), half_split(k, a)
 
 
 WRONG_ANSWERS["rope_qkv"] = [
+    (rope_with_the_package, "package_called", "tc.apply_rope"),
+    (rope_apply_rope_per_row, "package_called", "tensor operations"),
     (rope_paper_pairs, "interleaved_pairs", "pairs feature i with feature i + d/2"),
-    (rope_complex, "interleaved_pairs", "rotate_half"),
+    (rope_complex, "interleaved_pairs", "Meta's original"),
     (rope_all_three, "values_rotated", "values were rotated"),
     (rope_only_queries, "keys_not_rotated", "unrotated keys"),
     (rope_only_keys, "queries_not_rotated", "queries are not rotated"),
-    (rope_from_zero, "start_ignored", "after a cached prefix"),
+    (rope_arange, "positions_ignored", "positions 0, 1, ..., T - 1"),
+    (rope_first_row, "first_row_positions", "first row's positions"),
+    (rope_no_head_axis, "head_axis_missing", "(B, 1, T, d)"),
     (rope_from_one, "off_by_one", "one too far"),
     (rope_exponent_i_over_d, "exponent_without_2", "the exponent is 2i/d"),
     (rope_theta_power, "frequency_not_inverted", "growing with i"),
@@ -182,62 +219,107 @@ def test_rope_mistakes_are_named(reader, mistake, words):
     assert words in result.message, result.message
 
 
-# ---- exercise 19.2: SwiGLU
+def test_rope_of_a_reader_with_float64_angles_is_accepted():
+    def careful(q, k, v, positions, theta):
+        d = q.shape[-1]
+        freq = 1 / theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+        a = positions.double()[..., None] * freq
+        a = torch.cat([a, a], -1)[:, None]
+        half = d // 2
+
+        def rot(x):
+            other = torch.cat([-x[..., half:], x[..., :half]], -1)
+            return (x * a.cos() + other * a.sin()).float()
+
+        return rot(q), rot(k), v
+
+    assert check.rope_qkv(careful).passed
 
 
-def swiglu_up_gated(x, w_gate, w_up, w_down):
-    return ((x @ w_gate.T) * F.silu(x @ w_up.T)) @ w_down.T
+# ---- exercise 19.2: SwiGLU from a fused gate-up weight
 
 
-def swiglu_both(x, w_gate, w_up, w_down):
-    return (F.silu(x @ w_gate.T) * F.silu(x @ w_up.T)) @ w_down.T
+def split(w):
+    f = w.shape[0] // 2
+    return w[:f], w[f:]
 
 
-def swiglu_bilinear(x, w_gate, w_up, w_down):
-    return ((x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+def swiglu_halves_swapped(x, w_gate_up, w_down):
+    up_w, gate_w = split(w_gate_up)  # "up first", as the name gate_up does not say
+    return (F.silu(x @ gate_w.T) * (x @ up_w.T)) @ w_down.T
 
 
-def swiglu_relu(x, w_gate, w_up, w_down):
-    return (torch.relu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+def swiglu_silu_on_second_chunk(x, w_gate_up, w_down):
+    a, b = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return (a * F.silu(b)) @ w_down.T
 
 
-def swiglu_gelu(x, w_gate, w_up, w_down):
-    return (F.gelu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+def swiglu_every_other_row(x, w_gate_up, w_down):
+    h = x @ w_gate_up.T
+    return (F.silu(h[..., 0::2]) * h[..., 1::2]) @ w_down.T
 
 
-def swiglu_sigmoid(x, w_gate, w_up, w_down):
-    return (torch.sigmoid(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+def swiglu_both(x, w_gate_up, w_down):
+    gate, up = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return (F.silu(gate) * F.silu(up)) @ w_down.T
 
 
-def swiglu_silu_of_product(x, w_gate, w_up, w_down):
-    return F.silu((x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+def swiglu_silu_before_split(x, w_gate_up, w_down):
+    gate, up = F.silu(x @ w_gate_up.T).chunk(2, dim=-1)
+    return (gate * up) @ w_down.T
 
 
-def swiglu_added(x, w_gate, w_up, w_down):
-    return (F.silu(x @ w_gate.T) + x @ w_up.T) @ w_down.T
+def swiglu_bilinear(x, w_gate_up, w_down):
+    gate, up = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return (gate * up) @ w_down.T
 
 
-def swiglu_silu_last(x, w_gate, w_up, w_down):
-    return F.silu(((x @ w_gate.T) * (x @ w_up.T)) @ w_down.T)
+def swiglu_relu(x, w_gate_up, w_down):
+    gate, up = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return (torch.relu(gate) * up) @ w_down.T
 
 
-def swiglu_swish_by_hand_wrong(x, w_gate, w_up, w_down):
-    z = x @ w_gate.T
-    return ((x @ w_up.T) * torch.sigmoid(x @ w_up.T) * z) @ w_down.T  # swish of the wrong branch, by hand
+def swiglu_gelu(x, w_gate_up, w_down):
+    gate, up = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return (F.gelu(gate) * up) @ w_down.T
 
 
-def swiglu_untransposed(x, w_gate, w_up, w_down):
-    return (F.silu(x @ w_gate) * (x @ w_up)) @ w_down
+def swiglu_sigmoid(x, w_gate_up, w_down):
+    gate, up = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return (torch.sigmoid(gate) * up) @ w_down.T
 
 
-def swiglu_no_down(x, w_gate, w_up, w_down):
-    return F.silu(x @ w_gate.T) * (x @ w_up.T)
+def swiglu_silu_of_product(x, w_gate_up, w_down):
+    gate, up = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return F.silu(gate * up) @ w_down.T
+
+
+def swiglu_added(x, w_gate_up, w_down):
+    gate, up = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return (F.silu(gate) + up) @ w_down.T
+
+
+def swiglu_silu_last(x, w_gate_up, w_down):
+    gate, up = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return F.silu((gate * up) @ w_down.T)
+
+
+def swiglu_split_the_inputs(x, w_gate_up, w_down):
+    gate_w, up_w = w_gate_up.chunk(2, dim=1)  # columns: the input features halved
+    return (F.silu(x @ gate_w.T) * (x @ up_w.T)) @ w_down.T
+
+
+def swiglu_no_down(x, w_gate_up, w_down):
+    gate, up = (x @ w_gate_up.T).chunk(2, dim=-1)
+    return F.silu(gate) * up
 
 
 WRONG_ANSWERS["swiglu"] = [
-    (swiglu_up_gated, "silu_on_up", "wrong branch"),
-    (swiglu_swish_by_hand_wrong, "silu_on_up", "wrong branch"),
-    (swiglu_both, "silu_on_both", "both branches"),
+    (swiglu_halves_swapped, "halves_swapped", "halves are swapped"),
+    (swiglu_silu_on_second_chunk, "halves_swapped", "first d_ff rows"),
+    (swiglu_every_other_row, "interleaved_rows", "every other row"),
+    (swiglu_both, "silu_on_both", "both halves"),
+    (swiglu_silu_before_split, "silu_on_both", "stays linear"),
     (swiglu_bilinear, "no_activation", "bilinear"),
     (swiglu_relu, "relu_gate", "ReGLU"),
     (swiglu_gelu, "gelu_gate", "GEGLU"),
@@ -245,7 +327,7 @@ WRONG_ANSWERS["swiglu"] = [
     (swiglu_silu_of_product, "silu_after_product", "applied to the product"),
     (swiglu_added, "sum_not_product", "were added"),
     (swiglu_silu_last, "silu_on_output", "after W_down"),
-    (swiglu_untransposed, None, "raised"),
+    (swiglu_split_the_inputs, None, "raised"),
     (swiglu_no_down, None, "shape"),
 ]
 
@@ -258,91 +340,132 @@ def test_swiglu_mistakes_are_named(reader, mistake, words):
     assert words in result.message, result.message
 
 
-# ---- exercise 19.3: repeat-KV
+# ---- exercise 19.3: grouped-query attention without repeated heads
 
 
-def repeat_tiled(x, n_rep):
-    return torch.cat([x] * n_rep, dim=1)
+def causal(scores):
+    t = scores.shape[-1]
+    return scores.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf)
 
 
-def repeat_expand_wrong_axis(x, n_rep):
-    b, h, t, d = x.shape
-    return x[:, None].expand(b, n_rep, h, t, d).reshape(b, h * n_rep, t, d)
+def grouped_with_sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
 
-def repeat_time(x, n_rep):
-    return torch.repeat_interleave(x, n_rep, dim=2)
+def grouped_with_repeat_kv(q, k, v):
+    n = q.shape[1] // k.shape[1]
+    k, v = tc.repeat_kv(k, n), tc.repeat_kv(v, n)
+    return causal(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(-1) @ v
 
 
-def repeat_batch(x, n_rep):
-    return torch.cat([x[i : i + 1].expand(n_rep, -1, -1, -1) for i in range(x.shape[0])])
+def grouped_tiled_view(q, k, v):
+    b, h, t, d = q.shape
+    g = k.shape[1]
+    q = q.view(b, h // g, g, t, d).transpose(1, 2)  # (B, H_kv, n_rep, T, d) with head j in group j % H_kv
+    w = causal(q @ k[:, :, None].transpose(-1, -2) / math.sqrt(d)).softmax(-1)
+    return (w @ v[:, :, None]).transpose(1, 2).reshape(b, h, t, d)
 
 
-def repeat_features(x, n_rep):
-    return x.repeat_interleave(n_rep, dim=3)
+def grouped_with_torch_repeat(q, k, v):
+    n = q.shape[1] // k.shape[1]
+    k, v = k.repeat(1, n, 1, 1), v.repeat(1, n, 1, 1)
+    return causal(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(-1) @ v
 
 
-def repeat_averaged(x, n_rep):
-    return x.repeat_interleave(n_rep, dim=1) / n_rep
+def grouped_output_transposed(q, k, v):
+    b, h, t, d = q.shape
+    g = k.shape[1]
+    q = q.view(b, g, h // g, t, d)
+    w = causal(q @ k[:, :, None].transpose(-1, -2) / math.sqrt(d)).softmax(-1)
+    return (w @ v[:, :, None]).transpose(1, 2).reshape(b, h, t, d)
 
 
-def repeat_by_total_heads(x, n_rep):
-    n_heads = n_rep  # "n_rep is the number of query heads"
-    return x.repeat_interleave(max(1, n_heads // x.shape[1]), dim=1)
+def grouped_values_tiled(q, k, v):
+    n = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(n, 1), torch.cat([v] * n, 1)
+    return causal(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(-1) @ v
 
 
-def repeat_nothing(x, n_rep):
-    return x.clone()
+def grouped(q, k, v, mask=causal, scale=None, dim=-1):
+    b, h, t, d = q.shape
+    g = k.shape[1]
+    s = q.view(b, g, h // g, t, d) @ k[:, :, None].transpose(-1, -2) / (scale or math.sqrt(d))
+    return (mask(s).softmax(dim) @ v[:, :, None]).reshape(b, h, t, d)
 
 
-def repeat_five_dims(x, n_rep):
-    return x[:, :, None].expand(-1, -1, n_rep, -1, -1)
+def grouped_no_mask(q, k, v):
+    return grouped(q, k, v, mask=lambda s: s)
 
 
-def repeat_with_view(x, n_rep):
-    b, h, t, d = x.shape
-    return x[:, :, None].expand(b, h, n_rep, t, d).view(b, h * n_rep, t, d)
+def grouped_diagonal_hidden(q, k, v):
+    t = q.shape[2]
+    return grouped(q, k, v, mask=lambda s: s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(), -math.inf))
 
 
-def repeat_shared_head_mean(x, n_rep):
-    return x.mean(dim=1, keepdim=True).expand(-1, x.shape[1] * n_rep, -1, -1)
+def grouped_sees_next(q, k, v):
+    t = q.shape[2]
+    return grouped(q, k, v, mask=lambda s: s.masked_fill(torch.ones(t, t).triu(2).bool(), float("-inf")))
 
 
-WRONG_ANSWERS["repeat_kv"] = [
-    (repeat_tiled, "tiled", "wrong order"),
-    (repeat_expand_wrong_axis, "tiled", "j // n_rep"),
-    (repeat_time, "time_axis", "time axis"),
-    (repeat_batch, "batch_axis", "batch axis"),
-    (repeat_features, "feature_axis", "features"),
-    (repeat_averaged, "divided_by_group", "divided by n_rep"),
-    (repeat_by_total_heads, "n_rep_as_heads", "group size"),
-    (repeat_nothing, "not_repeated", "not repeated"),
-    (repeat_five_dims, None, "shape"),
-    (repeat_with_view, None, "raised"),
-    (repeat_shared_head_mean, None, "wrong values"),
+def grouped_zero_fill(q, k, v):
+    t = q.shape[2]
+    return grouped(q, k, v, mask=lambda s: s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), 0.0))
+
+
+def grouped_mask_after_softmax(q, k, v):
+    b, h, t, d = q.shape
+    g = k.shape[1]
+    w = (q.view(b, g, h // g, t, d) @ k[:, :, None].transpose(-1, -2) / math.sqrt(d)).softmax(-1)
+    w = w * torch.ones(t, t).tril()
+    return (w @ v[:, :, None]).reshape(b, h, t, d)
+
+
+def grouped_softmax_over_queries(q, k, v):
+    return grouped(q, k, v, dim=-2)
+
+
+def grouped_unscaled(q, k, v):
+    return grouped(q, k, v, scale=1.0)
+
+
+def grouped_divided_by_d(q, k, v):
+    return grouped(q, k, v, scale=q.shape[-1])
+
+
+def grouped_scaled_by_model_width(q, k, v):
+    return grouped(q, k, v, scale=math.sqrt(q.shape[1] * q.shape[-1]))
+
+
+def grouped_keeps_groups(q, k, v):
+    b, h, t, d = q.shape
+    g = k.shape[1]
+    out = causal(q.view(b, g, h // g, t, d) @ k[:, :, None].transpose(-1, -2) / math.sqrt(d)).softmax(-1)
+    return out @ v[:, :, None]  # (B, H_kv, n_rep, T, d): the heads never merged back
+
+
+WRONG_ANSWERS["grouped_attention"] = [
+    (grouped_with_sdpa, "package_called", "enable_gqa"),
+    (grouped_with_repeat_kv, "package_called", "tc.repeat_kv"),
+    (grouped_tiled_view, "tiled_groups", "j // n_rep"),
+    (grouped_with_torch_repeat, "tiled_groups", "consecutive"),
+    (grouped_output_transposed, "output_heads_tiled", "without a transpose"),
+    (grouped_values_tiled, "values_tiled", "values tiled"),
+    (grouped_no_mask, "not_causal", "no causal mask"),
+    (grouped_diagonal_hidden, "diagonal_masked", "may see itself"),
+    (grouped_sees_next, "future_by_one", "triu(2)"),
+    (grouped_zero_fill, "mask_with_zero", "exp(0)"),
+    (grouped_mask_after_softmax, "mask_after_softmax", "sums to 1"),
+    (grouped_softmax_over_queries, "softmax_over_queries", "dim -2"),
+    (grouped_unscaled, "no_scale", "not scaled"),
+    (grouped_divided_by_d, "scale_by_d", "divided by d"),
+    (grouped_scaled_by_model_width, "scale_by_model_width", "model's width"),
+    (grouped_keeps_groups, None, "shape"),
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["repeat_kv"])
-def test_repeat_kv_mistakes_are_named(reader, mistake, words):
-    result = check.repeat_kv(reader)
+@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_ANSWERS["grouped_attention"])
+def test_grouped_attention_mistakes_are_named(reader, mistake, words):
+    result = check.grouped_attention(reader)
     assert not result.passed
     assert result.mistake == mistake, result
     assert words in result.message, result.message
-
-
-def test_rope_of_a_reader_with_float64_angles_is_accepted():
-    def careful(q, k, v, start, theta):
-        d = q.shape[-1]
-        freq = 1 / theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
-        a = torch.outer(torch.arange(start, start + q.shape[2], dtype=torch.float64), freq)
-        a = torch.cat([a, a], -1)
-        half = d // 2
-
-        def rot(x):
-            other = torch.cat([-x[..., half:], x[..., :half]], -1)
-            return (x * a.cos() + other * a.sin()).float()
-
-        return rot(q), rot(k), v
-
-    assert check.rope_qkv(careful).passed

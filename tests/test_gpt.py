@@ -279,3 +279,25 @@ def test_evaluate_lm_gives_back_each_submodules_own_mode():
     model.layers[0].eval()
     loss = tc.gpt.evaluate_lm(model, torch.tensor([[1, 2, 3, 4], [4, 3, 2, 0]]), pad_id=0)
     assert loss > 0 and model.training and model.layers[1].training and not model.layers[0].training
+
+
+def test_generate_with_nan_weights_raises_instead_of_writing_token_0():
+    model = tc.GPT(vocab_size=10, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=8)
+    with torch.no_grad():
+        model.layers[0].ffn.w_1.weight.fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match=r"logits are NaN after 2 token\(s\): its parameters hold NaN"):
+        tc.generate(model, torch.tensor([[1, 2]]), 3, temperature=0)
+
+
+def test_a_tiny_temperature_samples_the_argmax_instead_of_failing():
+    model = tc.GPT(vocab_size=10, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=8)
+    prompt = torch.tensor([[1, 2], [3, 4]])
+    tiny = tc.generate(model, prompt, 4, temperature=1e-40, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(tiny, tc.generate(model, prompt, 4, temperature=0))
+
+
+def test_generate_gives_back_each_submodules_own_mode():
+    model = tc.GPT(vocab_size=10, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=8).train()
+    model.layers[0].eval()  # a frozen block
+    tc.generate(model, torch.tensor([[1, 2]]), 2)
+    assert model.training and model.layers[1].training and not model.layers[0].training

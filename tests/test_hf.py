@@ -182,3 +182,25 @@ def test_the_benchmark_section_compares_with_the_same_weights():
     assert forward["max_abs_diff"] <= TOLERANCE and generation["identical"] is True
     assert forward["speed_ratio"] > 0 and generation["speed_ratio"] > 0
     assert [row["bytes_per_token"] for row in caches] == [2 * 4 * 8 * 4, 2 * 2 * 8 * 4, 2 * 1 * 8 * 4]
+
+
+def test_a_bfloat16_llama_keeps_its_rope_angles_in_float32():
+    # A checkpoint loaded in bfloat16: transformers builds its frequencies in float32 whatever the default dtype;
+    # from_hf casts the package's model to bfloat16, and its frequencies must not be rounded with the weights.
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        hf = llama(max_position_embeddings=4096, rope_theta=10000.0)
+    finally:
+        torch.set_default_dtype(default)
+    ours = tc.from_hf(hf)
+    assert ours.token_embedding.weight.dtype == torch.bfloat16 and ours.rope.inv_freq.dtype == torch.float32
+    positions = torch.arange(4096)[None]
+    x = torch.zeros(1, 4096, 8, dtype=torch.bfloat16)  # only its dtype and device are read
+    cos_hf, sin_hf = hf.model.rotary_emb(x, positions)  # (1, T, d), computed in float32, then cast
+    cos, sin = ours.rope(0, 4096)
+    assert cos.dtype == torch.float32
+    assert torch.equal(cos.to(torch.bfloat16), cos_hf[0]) and torch.equal(sin.to(torch.bfloat16), sin_hf[0])
+    cast = tc.ModernDecoder(ours.config).to(torch.float16)  # .half() and .to(dtype) alike
+    assert cast.rope.inv_freq.dtype == torch.float32
+    assert torch.equal(cast.rope(4000, 5)[0], tc.RotaryEmbedding(8, 10000.0)(4000, 5)[0])

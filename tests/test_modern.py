@@ -239,3 +239,16 @@ def test_the_config_is_frozen():
     with pytest.raises(AttributeError):
         config.d_model = 8
     assert (config.n_kv_heads, config.head_dim) == (4, 64)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_rope_frequencies_stay_float32_when_the_model_is_cast(dtype):
+    torch.manual_seed(0)
+    config = tc.ModernConfig(vocab_size=20, d_model=32, n_layers=1, n_heads=2, max_len=4096)
+    reference = tc.RotaryEmbedding(config.head_dim, config.rope_theta)(4000, 8)
+    model = tc.ModernDecoder(config).to(dtype)
+    assert model.token_embedding.weight.dtype == dtype and model.rope.inv_freq.dtype == torch.float32
+    cos, sin = model.rope(4000, 8)
+    assert torch.equal(cos, reference[0]) and torch.equal(sin, reference[1])
+    with torch.no_grad():
+        assert model(torch.randint(20, (1, 5))).dtype == dtype  # the attention casts cos and sin to its dtype

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import nn
 
 from ._modes import evaluating
 from ._validate import check_bool, check_positive_int, check_token_id
@@ -158,18 +159,23 @@ class _FiniteScorer:
 
     def __call__(self, ys: torch.Tensor) -> torch.Tensor:
         logits = self.scorer(ys)
-        if torch.isnan(logits).any():
-            bad = [name for name, p in self.model.named_parameters() if not torch.isfinite(p).all()]
-            cause = (
-                f"its parameters hold NaN or inf ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
-                if bad
-                else "its parameters are finite, so a computation overflowed (half precision?)"
-            )
-            raise FloatingPointError(f"the model's next-token logits are NaN after {ys.shape[1]} token(s): {cause}")
+        check_finite_logits(self.model, logits, ys.shape[1])
         return logits
 
     def select(self, rows: torch.Tensor) -> None:
         self.scorer.select(rows)
+
+
+def check_finite_logits(model: nn.Module, logits: torch.Tensor, n_tokens: int) -> None:
+    """A FloatingPointError that says why, if the next-token logits after n_tokens tokens hold NaN."""
+    if torch.isnan(logits).any():
+        bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+        cause = (
+            f"its parameters hold NaN or inf ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
+            if bad
+            else "its parameters are finite, so a computation overflowed (half precision?)"
+        )
+        raise FloatingPointError(f"the model's next-token logits are NaN after {n_tokens} token(s): {cause}")
 
 
 def _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache) -> None:

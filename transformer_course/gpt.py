@@ -24,6 +24,7 @@ from torch import nn
 
 from ._modes import evaluating
 from ._validate import check_positive_int, check_tensor
+from .decoding import check_finite_logits
 from .efficient import KVCache, LayerCache, cached_self_attention
 from .embedding import LearnedPositionalEncoding
 from .encoder import Encoder, EncoderLayer
@@ -160,7 +161,9 @@ def sample_next(
     if temperature == 0:
         # Greedy: the limit of temperature -> 0. Dividing by 0 would give inf - inf = NaN probabilities.
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits.float() / temperature
+    logits = logits.float()
+    # The largest logit becomes 0 before dividing: a tiny temperature then sends the others to -inf, never to inf.
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None:
         logits = top_k_logits(logits, top_k)
     if top_p is not None and top_p < 1:  # p = 1 keeps every token
@@ -240,19 +243,16 @@ def generate(
     work, never the tokens. Every argument is checked before any work is done. Runs in eval mode.
     """
     _check_generate_args(model, ids, max_new_tokens, temperature, top_k, top_p, generator)
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):  # each submodule gets its own mode back afterwards
         cache = model.new_cache() if use_cache else None
         logits = model(ids, cache)[:, -1]  # the prompt in one pass; its last position predicts the next token
         for step in range(max_new_tokens):
+            check_finite_logits(model, logits, ids.shape[1])  # NaN logits would make argmax pick token 0
             next_token = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
             ids = torch.cat([ids, next_token], dim=1)
             if step + 1 < max_new_tokens:
                 # With the cache only the new token goes in; without it the whole sequence is recomputed.
                 logits = (model(next_token, cache) if use_cache else model(ids))[:, -1]
-    finally:
-        model.train(was_training)
     return ids
 
 

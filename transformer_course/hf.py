@@ -26,7 +26,8 @@ from .residual import SublayerConnection
 
 def from_hf(hf_model: nn.Module) -> nn.Module:
     """The package's model equivalent to `hf_model`, its weights copied: GPT2LMHeadModel -> GPT,
-    LlamaForCausalLM -> ModernDecoder. The new model is in eval mode, on hf_model's device and dtype."""
+    LlamaForCausalLM -> ModernDecoder. The new model is in eval mode, on hf_model's device and dtype (its RoPE
+    frequencies stay in float32, as transformers' do)."""
     kind = type(hf_model).__name__
     if kind == "GPT2LMHeadModel":
         model: nn.Module = _gpt_from_hf(hf_model)

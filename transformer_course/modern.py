@@ -5,15 +5,17 @@
 Chapter 14's GPT with four pieces changed, as in Llama, Mistral and Qwen:
 
 * **RoPE** (旋转位置编码): no position table is added to the input; each query and key is rotated by an angle
-  proportional to its position, pair of features by pair, so q_m · k_n depends on m - n only.
+  proportional to its position, pair of features by pair, so q_m · k_n depends on the offset m - n only.
 * **RMSNorm** (chapter 6's exercise) before every sub-layer and at the end: pre-norm everywhere, no biases.
 * **SwiGLU** (门控前馈网络): W_down(silu(W_gate x) ⊙ W_up x), a gate on the hidden layer; its width is 2/3 of
   GPT's 4d, so its three matrices hold as many weights as GPT's two.
 * **Grouped-query attention** (分组查询注意力): H query heads share H_kv key/value heads, so the KV cache holds
   H_kv heads instead of H; H_kv = 1 is multi-query attention (MQA), H_kv = H is multi-head attention (MHA).
 
-The attention module is the only code that knows about the KV cache: `GroupedQueryAttention.forward` takes an
-optional `LayerCache`, and the keys it stores there are already rotated, each once, at its own position.
+The attention module is the only one that reads or writes the cached keys and values:
+`GroupedQueryAttention.forward` takes an optional `LayerCache`, and the keys it stores there are already rotated,
+each once, at its own position. The decoder reads the cache's length to choose the angles, and the block passes
+the cache through.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from .norm import RMSNorm
 def swiglu_hidden_size(d_model: int, multiple_of: int = 256) -> int:
     """Llama's SwiGLU width: 2/3 of 4 · d_model, rounded down to an int, then up to a multiple of `multiple_of`.
 
-    Three d_model × hidden matrices at hidden = 2/3 · 4d hold as many weights as GPT's two at 4d. Llama's
-    reference code rounds up to a multiple of 256 (d_model 4096 gives 11008).
+    Three d_model × hidden matrices at hidden = 2/3 · 4d hold as many weights as GPT's two bias-free ones at 4d.
+    Meta's code for Llama 1 and the smaller Llama 2 models rounds up to a multiple of 256 (d_model 4096 gives
+    11008).
     """
     check_positive_int(d_model, "d_model")
     check_positive_int(multiple_of, "multiple_of")
@@ -108,19 +111,31 @@ class RotaryEmbedding(nn.Module):
     """The cosines and sines of rotary position embeddings: forward(start, length) -> cos, sin (length, head_dim).
 
     Pair i (features i and i + d/2) turns by the angle m · θ^(-2i/d) at position m: fast turns for the first
-    pairs, slow ones for the last. The angles are computed in float32 whatever the model's dtype.
+    pairs, slow ones for the last. The frequencies and angles stay in float32 even when the model is cast
+    (`.to(torch.bfloat16)`, `.half()`): rounded to 8 bits of mantissa, the angles of far positions would be off
+    by whole radians. The attention casts cos and sin to its own dtype only after they are computed.
     """
 
     def __init__(self, head_dim: int, theta: float = 10000.0):
         super().__init__()
-        check_positive_int(head_dim, "head_dim")
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))  # (d/2,)
+        self.head_dim, self.theta = check_positive_int(head_dim, "head_dim"), theta
         self.inv_freq: torch.Tensor
-        self.register_buffer("inv_freq", inv_freq, persistent=False)  # derived from theta: not a weight
+        self.register_buffer("inv_freq", self._frequencies(None), persistent=False)  # derived from theta
+
+    def _frequencies(self, device: torch.device | None) -> torch.Tensor:
+        exponents = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=device) / self.head_dim
+        return 1.0 / (self.theta**exponents)  # (d/2,): θ^(-2i/d), in float32
+
+    def _apply(self, fn, recurse=True):
+        # Every .to(), .half(), .cuda() goes through here. A cast would round the frequencies: recompute them
+        # in float32 on the new device (transformers, too, builds its inv_freq in float32).
+        super()._apply(fn, recurse)
+        self.inv_freq = self._frequencies(self.inv_freq.device)
+        return self
 
     def forward(self, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        positions = torch.arange(start, start + length, device=self.inv_freq.device, dtype=torch.float)
-        angles = positions[:, None] * self.inv_freq.float()  # (T, 1) * (d/2,) -> (T, d/2)
+        positions = torch.arange(start, start + length, device=self.inv_freq.device, dtype=torch.float32)
+        angles = positions[:, None] * self.inv_freq  # (T, 1) * (d/2,) -> (T, d/2)
         angles = torch.cat((angles, angles), dim=-1)  # (T, d): pair i uses feature i and i + d/2
         return angles.cos(), angles.sin()
 
