@@ -19,7 +19,7 @@ import nbformat
 import pytest
 
 CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
-BEFORE_APPENDIX = sorted(p for p in CHAPTERS.glob("[0-9][0-9]_*.ipynb") if int(p.name[:2]) <= 12)
+BEFORE_CHAPTER_13 = sorted(p for p in CHAPTERS.glob("[0-9][0-9]_*.ipynb") if int(p.name[:2]) <= 12)
 
 # Words that belong to chapter 13's extensions: the KV cache and the fused attention kernel.
 FORBIDDEN = re.compile(
@@ -52,10 +52,10 @@ def _python_only(source: str) -> str:
 
 
 def test_every_chapter_before_chapter_13_is_checked():
-    assert [p.name[:2] for p in BEFORE_APPENDIX] == [f"{i:02d}" for i in range(1, 13)]
+    assert [p.name[:2] for p in BEFORE_CHAPTER_13] == [f"{i:02d}" for i in range(1, 13)]
 
 
-@pytest.mark.parametrize("path", BEFORE_APPENDIX, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", BEFORE_CHAPTER_13, ids=lambda p: p.stem)
 def test_shown_code_never_mentions_the_cache_or_the_fused_path(path):
     shown = shown_objects(path)
     assert shown, f"{path.name} shows no package code"
@@ -65,7 +65,7 @@ def test_shown_code_never_mentions_the_cache_or_the_fused_path(path):
         assert not found, f"{path.name}: show_source({expression}) mentions {found}, which chapter 13 teaches"
 
 
-@pytest.mark.parametrize("path", BEFORE_APPENDIX, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", BEFORE_CHAPTER_13, ids=lambda p: p.stem)
 def test_every_reshape_shown_carries_a_shape_comment(path):
     for expression, obj in shown_objects(path):
         for line in inspect.getsource(obj).splitlines():
