@@ -41,6 +41,21 @@ def test_solutions_agree_with_the_package_on_fresh_inputs():
 # ---- exercise 18.1: the held-out blocks
 
 
+def test_the_blocks_checker_has_streams_with_and_without_a_leftover_rest():
+    def one_short_when_nothing_is_left(data, block_size):  # right only when T does not divide N - 1
+        n = (len(data) - 2) // block_size
+        return data[: n * block_size].view(n, block_size), data[1 : n * block_size + 1].view(n, block_size)
+
+    def one_too_many_when_something_is_left(data, block_size):  # right only when T divides N - 1
+        n = -(-(len(data) - 1) // block_size)
+        padded = torch.cat([data, data.new_zeros(n * block_size + 1 - len(data))])
+        return padded[: n * block_size].view(n, block_size), padded[1:].view(n, block_size)
+
+    for answer in (one_short_when_nothing_is_left, one_too_many_when_something_is_left):
+        assert not check.heldout_blocks(answer).passed, answer.__name__
+    assert "with and without a leftover rest" in check.heldout_blocks(solutions.heldout_blocks).message
+
+
 def blocks_n_over_t(data, block_size):
     n = len(data) // block_size
     return data[: n * block_size].view(n, block_size), data[1 : n * block_size + 1].view(n, block_size)

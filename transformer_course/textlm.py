@@ -3,10 +3,10 @@
     token ids (N,) ─ get_batch ─ x, y (B, T): y is x shifted left by one ─ GPT ─ loss in nats per token
     nats per token × tokens / bytes / ln 2 ─ bits per byte, comparable with gzip, bz2, lzma
 
-A text is one long stream of token ids, with no sentences to pad: training reads random windows of it, as
-nanoGPT's `get_batch` does. A loss per token depends on the tokenizer (a larger vocabulary makes fewer,
-harder tokens), so models with different tokenizers, and compressors, are compared in bits per byte of the
-original UTF-8 text.
+A text is one long stream of token ids, not a batch of separate sentences to pad: training reads random
+windows of it, as nanoGPT's `get_batch` does. A loss per token depends on the tokenizer (a larger vocabulary
+makes fewer, harder tokens), so models with different tokenizers, and compressors, are compared in bits per
+byte of the original UTF-8 text.
 """
 
 from __future__ import annotations

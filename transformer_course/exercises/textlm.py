@@ -118,7 +118,7 @@ _BLOCK_MISTAKES = (
 
 @checker
 def check_heldout_blocks(fn) -> Result:
-    """Check `fn(data, block_size)` against textlm.heldout_blocks on streams of every remainder."""
+    """Check `fn(data, block_size)` against textlm.heldout_blocks on streams with and without a leftover rest."""
     g = torch.Generator().manual_seed(18)
     cases = [
         Case("12 tokens, blocks of 4 (T divides N)", (torch.arange(100, 112), 4)),
@@ -135,8 +135,8 @@ def check_heldout_blocks(fn) -> Result:
         _BLOCK_MISTAKES,
         atol=0,
         rtol=0,
-        passed=f"passed all {len(cases)} cases (streams of 7 to 1000 tokens, every remainder): the same blocks as "
-        "textlm.heldout_blocks",
+        passed=f"passed all {len(cases)} cases (streams of 7 to 1000 tokens, with and without a leftover rest): "
+        "the same blocks as textlm.heldout_blocks",
     )
 
 
@@ -234,7 +234,7 @@ _BPB_MISTAKES = (
 
 @checker
 def check_bits_per_byte(fn) -> Result:
-    """Check `fn(token_losses, text)` against textlm.bits_per_byte on texts in English, Chinese and emoji."""
+    """Check `fn(token_losses, text)` against textlm.bits_per_byte on texts in English, Chinese, French and emoji."""
     g = torch.Generator().manual_seed(18)
 
     def losses(n):
