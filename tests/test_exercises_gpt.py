@@ -323,6 +323,17 @@ def top_k_returns_indices(logits, k):
     return torch.topk(logits, min(k, logits.shape[-1])).indices
 
 
+def top_k_with_the_package(logits, k):
+    return tc.gpt.top_k_logits(logits, k)
+
+
+def top_k_through_the_sampler(logits, k):
+    # The package's sampler at temperature 1: it filters with gpt.top_k_logits, then draws.
+    from transformer_course import gpt
+
+    return gpt.sample_next(logits.reshape(-1, logits.shape[-1]), top_k=k)
+
+
 def top_k_large_negative(logits, k):
     # -1e9 instead of -inf: the same probabilities, so this one is accepted.
     kth = torch.topk(logits, min(k, logits.shape[-1])).values[..., -1:]
@@ -340,6 +351,8 @@ WRONG_ANSWERS["top_k_filter"] = [
     (top_k_nanogpt_style, "in_place", "in place"),
     (top_k_index_mask, None, "wrong probabilities"),
     (top_k_returns_indices, None, "shape"),
+    (top_k_with_the_package, "package_called", "tc.gpt.top_k_logits"),
+    (top_k_through_the_sampler, "package_called", "sample_next"),
 ]
 
 

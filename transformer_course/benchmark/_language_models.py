@@ -1,8 +1,8 @@
 """The language-model sections (chapter 14): GPT trained towards the known floor; sampling with and without the cache.
 
 * `gpt_training`: the chapter's GPT trained on the grammar's language (`grammar.Language.english()`), its
-  validation loss over every sentence of the language measured against the floor log N / tokens per sentence;
-  reports the training throughput (predicted tokens per second), the seconds until the loss first comes within
+  whole-language loss (every sentence of the language once) measured against the floor log N / tokens per
+  sentence; reports the training throughput (predicted tokens per second), the seconds until the loss first comes within
   0.05 nats per token of the floor, and the loss at the end of the schedule.
 * `gpt_sampling`: `generate` with the KV cache against recomputing the whole sequence at every step.
 
@@ -45,7 +45,7 @@ def gpt_training(
     table = Table(
         "gpt_training",
         f"GPT trained on the grammar's language: distance to the floor ({language.floor:.4f} nats/token)",
-        ["seed", "parameters", "steps", "train_s", "tokens_per_s", "s_to_within_0.05", "val_loss", "gap"],
+        ["seed", "parameters", "steps", "train_s", "tokens_per_s", "s_to_within_0.05", "whole_language_loss", "gap"],
     )
     for seed in range(seeds):
         row, curve = _train_to_floor(language, every_sentence, seed, steps, batch_size, lr, eval_every, device)
@@ -54,7 +54,8 @@ def gpt_training(
     reached = [s for s in table.column("s_to_within_0.05") if s is not None]
     table.notes += [
         f"language: {len(language)} sentences, floor = log N / {language.tokens_per_sentence:.3f} tokens per "
-        f"sentence = {language.floor:.4f} nats per predicted token; val_loss is the mean over every sentence once.",
+        f"sentence = {language.floor:.4f} nats per predicted token; whole_language_loss is the mean over every "
+        "sentence once (each is also a training sentence: not a validation loss).",
         f"model: GPT(d_model {CHAPTER_GPT['d_model']}, {CHAPTER_GPT['n_heads']} heads, {CHAPTER_GPT['n_layers']} "
         f"layers, d_ff {CHAPTER_GPT['d_ff']}, dropout 0), AdamW lr {lr} (50 warm-up steps, cosine decay), "
         f"batches of {batch_size} fresh sentences; float32 on {device.type}.",
@@ -71,7 +72,7 @@ def _train_to_floor(language, every_sentence, seed, steps, batch_size, lr, eval_
     generator = torch.Generator().manual_seed(seed + 1)
     predicted = [0]  # tokens predicted in training (targets that are not padding)
     eval_seconds = [0.0]
-    curve: list[tuple[float, float]] = []  # (training seconds so far, validation loss)
+    curve: list[tuple[float, float]] = []  # (training seconds so far, whole-language loss)
     start = time.perf_counter()
 
     def batches() -> torch.Tensor:
@@ -94,7 +95,7 @@ def _train_to_floor(language, every_sentence, seed, steps, batch_size, lr, eval_
     final = history.evals[-1][1]
     row = {
         "seed": seed, "parameters": count_parameters(model), "steps": history.steps, "train_s": train_seconds,
-        "tokens_per_s": predicted[0] / train_seconds, "s_to_within_0.05": first, "val_loss": final,
+        "tokens_per_s": predicted[0] / train_seconds, "s_to_within_0.05": first, "whole_language_loss": final,
         "gap": final - language.floor,
     }  # fmt: skip
     return row, {"steps": [p[0] for p in points], "seconds": [p[1] for p in points], "loss": [p[2] for p in points],
@@ -168,7 +169,7 @@ def plot_gpt_training(fig, table: Table) -> None:
     if floor is not None:
         loss_ax.axhline(floor, color="k", ls="--", lw=1, label="floor")
     gap_ax.axhline(WITHIN, color="gray", ls=":", lw=1, label=f"floor + {WITHIN}")
-    loss_ax.set(xlabel="training seconds", ylabel="validation loss (nats/token)", title="loss over the language")
+    loss_ax.set(xlabel="training seconds", ylabel="whole-language loss (nats/token)", title="loss over the language")
     gap_ax.set(xlabel="training seconds", ylabel="loss - floor", yscale="log", title="distance to the floor")
     for ax in (loss_ax, gap_ax):
         ax.legend(fontsize="small")

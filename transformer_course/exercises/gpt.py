@@ -4,19 +4,23 @@ None of the three answers is printed in the chapter. `generate_until_eos` is che
 causal model whose greedy choices are exact whole-number comparisons, with prompts of different lengths that
 stop at different steps (one never does); the known mistakes include reading a padding column, padding on the
 left, stopping every row at the first <eos>, and going on after it. `top_k_filter` is compared with
-`gpt.top_k_logits` by the distribution it leaves, softmax(filtered logits). `floor_per_token` generalises the
+`gpt.top_k_logits` by the distribution it leaves, softmax(filtered logits); the package's `gpt.top_k_logits`
+and `gpt.sample_next` are refused while the reader's code runs. `floor_per_token` generalises the
 chapter's floor, log N / (mean words + 1), to sentences drawn with unequal probabilities; the known mistakes
 include the uniform formula, a sentence listed twice counted as two, and a mean of ratios.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+from collections.abc import Iterator
 
 import torch
 from torch import nn
 
+from .. import gpt
 from ..gpt import top_k_logits
 from ._core import Case, Mistake, Result, checker, compare, describe_difference, solution
 
@@ -242,12 +246,48 @@ def top_k_filter(logits, k):
     return logits.masked_fill(logits < kth_largest, float("-inf"))
 
 
+class RefusedCall(Exception):
+    """Raised when the reader's code calls a package function that the exercise asks them to write."""
+
+
+_TOP_K_REFUSED = (("top_k_logits", "tc.gpt.top_k_logits"), ("sample_next", "tc.gpt.sample_next"))
+
+
+@contextlib.contextmanager
+def _package_refused() -> Iterator[None]:
+    """While the reader's code runs, gpt.top_k_logits and gpt.sample_next raise RefusedCall when called.
+
+    The checker's own reference holds the original top_k_logits (imported by name), so it is unaffected.
+    """
+    saved = {name: getattr(gpt, name) for name, _ in _TOP_K_REFUSED}
+
+    def refuse(shown: str):
+        def refused(*args, **kwargs):
+            raise RefusedCall(f"{shown} is what this exercise asks you to write")
+
+        return refused
+
+    for name, shown in _TOP_K_REFUSED:
+        setattr(gpt, name, refuse(shown))
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(gpt, name, original)
+
+
+def _calls_refused(logits, k):
+    raise RefusedCall("a refused function was called")
+
+
 def _observe_filter(fn, case: Case):
     """What sampling would see: softmax(filtered logits), in the result's own dtype so that a wrong one shows.
 
-    (An answer that filters its input in place is caught before this is compared: compare checks the inputs.)
+    The package's top_k_logits and sample_next are refused during the reader's call. (An answer that filters its
+    input in place is caught before this is compared: compare checks the inputs.)
     """
-    out = fn(*case.args)
+    with _package_refused():
+        out = fn(*case.args)
     if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
         return out
     return torch.softmax(out.float(), dim=-1).to(out.dtype)
@@ -293,6 +333,12 @@ def _top_k_probabilities(logits, k):
 
 
 _TOP_K_MISTAKES = (
+    Mistake(
+        "package_called",
+        _calls_refused,
+        "your function calls the package's tc.gpt.top_k_logits (or sample_next): this exercise asks you to write "
+        "the filter yourself, from logits.topk and masked_fill.",
+    ),
     Mistake(
         "keeps_k_minus_1",
         lambda logits, k: _top_k_variant(logits, k, strict=True),
