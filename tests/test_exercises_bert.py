@@ -157,9 +157,20 @@ def fill_position_of_cls(template, sentences, weights, vocab):
     return out / out.sum()
 
 
+def fill_how_often(template, sentences, weights, vocab):
+    # "The model's prior": how often each word occurs, whatever the template says.
+    total = {}
+    for s, w in zip(sentences, weights.tolist()):
+        for word in s.split():
+            total[word] = total.get(word, 0.0) + w
+    out = torch.tensor([total.get(word, 0.0) for word in vocab])
+    return out / out.sum()
+
+
 WRONG_ANSWERS: dict[str, list] = {}
 
 WRONG_ANSWERS["best_masked_word"] = [
+    (fill_how_often, "ignores_the_template", "never read"),
     (fill_uniform, "uniform_over_fits", "the same probability"),
     (fill_counting, "counts_not_weights", "not 1"),
     (fill_unnormalised, "not_normalised", "does not sum to 1"),

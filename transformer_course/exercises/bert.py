@@ -3,13 +3,13 @@
 Neither answer is printed in the chapter. `best_masked_word` generalises the chapter's `language_answer` (a
 uniform language) to sentences drawn with unequal probabilities: the answer is the conditional distribution
 of the hidden word given both sides, which is what a masked language model's loss is lowest for. The known
-mistakes include the chapter's uniform shares, a one-sided context, a match on a longer sentence, and the
-joint instead of the conditional probability. `pick_like_bert` is the choice of positions in BERT's released
-`create_pretraining_data.py`: a fixed count per sentence, round(p × its length), at least 1 and at most
-`max_predictions`, among its ordinary tokens, where the chapter's `mask_tokens` picks each position
-independently. Its checker passes the random draw in as `scores`, so the answer is exact; the known mistakes
-include the per-position draw, the padding counted in the length, the floor instead of round, and one count
-for the whole batch.
+mistakes include word frequencies that ignore the template, the chapter's uniform shares, a one-sided context,
+a match on a longer sentence, and the joint instead of the conditional probability. `pick_like_bert` is the
+choice of positions in BERT's released `create_pretraining_data.py`: a fixed count per sentence, round(p × its
+length), at least 1 and at most `max_predictions`, among its ordinary tokens, where the chapter's `mask_tokens`
+picks each position independently. Its checker passes the random draw in as `scores`, so the answer is exact;
+the known mistakes include the per-position draw, the padding counted in the length, the floor instead of
+round, and one count for the whole batch.
 """
 
 from __future__ import annotations
@@ -74,7 +74,23 @@ def _fill_variant(template, sentences, weights, vocab, weight="given", match="bo
     return probs
 
 
+def _word_frequencies(template, sentences, weights, vocab):
+    """Every word scored by its weighted frequency anywhere in the sentences: the template is never read."""
+    probs = torch.zeros(len(vocab))
+    for sentence, weight in zip(sentences, weights.tolist()):
+        for word in sentence.split():
+            probs[vocab.index(word)] += weight
+    return probs / probs.sum()
+
+
 _FILL_MISTAKES = (
+    Mistake(
+        "ignores_the_template",
+        _word_frequencies,
+        "every word got its weighted frequency in the sentences, wherever it occurs: the template was never read. "
+        "Only the sentences that fit the template count (as many words, the same words everywhere but at "
+        "<mask>), and of each only the word at the blank.",
+    ),
     Mistake(
         "uniform_over_fits",
         functools.partial(_fill_variant, weight="uniform"),
