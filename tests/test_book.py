@@ -232,7 +232,8 @@ def document_title(page: str) -> str:
 
 
 def squeeze(text: str) -> str:
-    return " ".join(text.split())
+    """Whitespace collapsed, and Sphinx's smart quotes (’ “ ”) back to the plain ones the notebooks' titles use."""
+    return " ".join(text.split()).translate(str.maketrans("’‘“”", "''\"\""))
 
 
 @pytest.fixture(scope="module")
