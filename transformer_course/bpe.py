@@ -2,7 +2,7 @@
 
     tok = tc.BPETokenizer.train(text, vocab_size=1024, special_tokens=["<|endoftext|>"])
     ids = tok.encode("Attention is all you need. 注意力")  # list[int]
-    assert tok.decode(ids) == "Attention is all you need. 注意力"
+    tok.decode(ids)                                          # "Attention is all you need. 注意力" again
 
 Text is first cut into pre-tokens by GPT-2's regular expression (``GPT2_PATTERN``: contractions, a letter run
 with its leading space, a digit run, a punctuation run, spaces), so that no token ever spans two words. Each
