@@ -6,7 +6,8 @@
 #   bash scripts/test.sh unit       # ruff and the package's tests: no notebook, no browser, no venv build
 #   bash scripts/test.sh notebooks  # every notebook under nbval, under this CPU's kernels and a second path
 #   bash scripts/test.sh release    # the book (warnings as errors), the browser test of every page, the PDF,
-#                                   # the sdist and wheel, every notebook alone in a bare kernel, JupyterLab
+#                                   # the sdist and wheel, every notebook alone in a bare kernel, JupyterLab,
+#                                   # mypy over the package
 #
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh unit -k mlp`, or `-n 0` for one process).
 set -euo pipefail
@@ -31,7 +32,7 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # which would appear in the first notebook's output and fail its nbval comparison.
 .venv/bin/python -c "import matplotlib.pyplot"
 
-RELEASE=(tests/test_book.py tests/test_bare_kernel.py tests/test_jupyterlab.py)
+RELEASE=(tests/test_book.py tests/test_bare_kernel.py tests/test_jupyterlab.py tests/test_types.py)
 UNIT=(tests)
 for path in "${RELEASE[@]}"; do UNIT+=("--ignore=$path"); done
 
