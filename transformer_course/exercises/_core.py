@@ -194,6 +194,38 @@ def preserved_random_state() -> Iterator[None]:
             torch.mps.set_rng_state(mps_state)
 
 
+class RefusedCall(Exception):
+    """Raised when the reader's code calls a package function that the exercise asks them to write."""
+
+
+@contextlib.contextmanager
+def refused(functions: Sequence[tuple[object, str, str]]) -> Iterator[None]:
+    """While the reader's code runs, each (owner, attribute, shown name) raises RefusedCall when called.
+
+    A checker's own references hold the original functions (imported by name), so they are unaffected.
+    """
+    saved = [(owner, attribute, getattr(owner, attribute)) for owner, attribute, _ in functions]
+
+    def refuse(shown: str) -> Callable:
+        def refusing(*args, **kwargs):
+            raise RefusedCall(f"{shown} is what this exercise asks you to write")
+
+        return refusing
+
+    for owner, attribute, shown in functions:
+        setattr(owner, attribute, refuse(shown))
+    try:
+        yield
+    finally:
+        for owner, attribute, original in saved:
+            setattr(owner, attribute, original)
+
+
+def calls_refused(*args, **kwargs):
+    """The known mistake "package_called": an answer that calls a refused function (see `refused`)."""
+    raise RefusedCall("a refused function was called")
+
+
 def observe_call(fn: Callable, case: Case) -> Any:
     """The default observation: what fn returns on the case's arguments (compare passes fresh copies)."""
     return fn(*case.args, **case.kwargs)

@@ -12,17 +12,15 @@ include the uniform formula, a sentence listed twice counted as two, and a mean 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-from collections.abc import Iterator
 
 import torch
 from torch import nn
 
 from .. import gpt
 from ..gpt import top_k_logits
-from ._core import Case, Mistake, Result, checker, compare, describe_difference, solution
+from ._core import Case, Mistake, Result, calls_refused, checker, compare, describe_difference, refused, solution
 
 # ---------------------------------------------------------------- exercise 14.1: greedy generation until <eos>
 
@@ -246,38 +244,8 @@ def top_k_filter(logits, k):
     return logits.masked_fill(logits < kth_largest, float("-inf"))
 
 
-class RefusedCall(Exception):
-    """Raised when the reader's code calls a package function that the exercise asks them to write."""
-
-
-_TOP_K_REFUSED = (("top_k_logits", "tc.gpt.top_k_logits"), ("sample_next", "tc.gpt.sample_next"))
-
-
-@contextlib.contextmanager
-def _package_refused() -> Iterator[None]:
-    """While the reader's code runs, gpt.top_k_logits and gpt.sample_next raise RefusedCall when called.
-
-    The checker's own reference holds the original top_k_logits (imported by name), so it is unaffected.
-    """
-    saved = {name: getattr(gpt, name) for name, _ in _TOP_K_REFUSED}
-
-    def refuse(shown: str):
-        def refused(*args, **kwargs):
-            raise RefusedCall(f"{shown} is what this exercise asks you to write")
-
-        return refused
-
-    for name, shown in _TOP_K_REFUSED:
-        setattr(gpt, name, refuse(shown))
-    try:
-        yield
-    finally:
-        for name, original in saved.items():
-            setattr(gpt, name, original)
-
-
-def _calls_refused(logits, k):
-    raise RefusedCall("a refused function was called")
+# The package's own answers, refused while the reader's code runs (owner, attribute, the name the reader used).
+_TOP_K_REFUSED = ((gpt, "top_k_logits", "tc.gpt.top_k_logits"), (gpt, "sample_next", "tc.gpt.sample_next"))
 
 
 def _observe_filter(fn, case: Case):
@@ -286,7 +254,7 @@ def _observe_filter(fn, case: Case):
     The package's top_k_logits and sample_next are refused during the reader's call. (An answer that filters its
     input in place is caught before this is compared: compare checks the inputs.)
     """
-    with _package_refused():
+    with refused(_TOP_K_REFUSED):
         out = fn(*case.args)
     if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
         return out
@@ -335,7 +303,7 @@ def _top_k_probabilities(logits, k):
 _TOP_K_MISTAKES = (
     Mistake(
         "package_called",
-        _calls_refused,
+        calls_refused,
         "your function calls the package's tc.gpt.top_k_logits (or sample_next): this exercise asks you to write "
         "the filter yourself, from logits.topk and masked_fill.",
     ),

@@ -12,9 +12,8 @@ consecutive, a mask one position off, and more.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -24,46 +23,15 @@ import transformer_course
 from .. import modern
 from ..modern import RotaryEmbedding, apply_rope
 from ..modern import repeat_kv as package_repeat_kv
-from ._core import Case, Mistake, Result, checker, compare, solution
-
-
-class RefusedCall(Exception):
-    """Raised when the reader's code calls a function that the exercise asks them to write themselves."""
-
-
-@contextlib.contextmanager
-def _refused(functions: tuple[tuple[object, str, str], ...]) -> Iterator[None]:
-    """While the reader's code runs, each (owner, attribute, shown name) raises RefusedCall when called.
-
-    The checker's own references hold the original functions (imported by name), so they are unaffected.
-    """
-    saved = [(owner, attribute, getattr(owner, attribute)) for owner, attribute, _ in functions]
-
-    def refuse(shown: str) -> Callable:
-        def refused(*args, **kwargs):
-            raise RefusedCall(f"{shown} is what this exercise asks you to write")
-
-        return refused
-
-    for owner, attribute, shown in functions:
-        setattr(owner, attribute, refuse(shown))
-    try:
-        yield
-    finally:
-        for owner, attribute, original in saved:
-            setattr(owner, attribute, original)
+from ._core import Case, Mistake, Result, calls_refused, checker, compare, refused, solution
 
 
 def _observe_without(functions: tuple[tuple[object, str, str], ...]) -> Callable:
     def observe(fn, case: Case):
-        with _refused(functions):
+        with refused(functions):
             return fn(*case.args, **case.kwargs)
 
     return observe
-
-
-def _calls_refused(*args, **kwargs):
-    raise RefusedCall("a refused function was called")
 
 
 # ---------------------------------------------------------------- exercise 19.1: RoPE for a left-padded batch
@@ -134,7 +102,7 @@ def _rope_variant(q, k, v, positions, theta, pairs="half", which="qk", swap=Fals
 _ROPE_MISTAKES = (
     Mistake(
         "package_called",
-        _calls_refused,
+        calls_refused,
         "your function calls the package's tc.apply_rope: this exercise asks you to write the rotation from "
         "tensor operations, x · cos + (the pair's other feature, turned) · sin.",
     ),
@@ -428,7 +396,7 @@ _GROUPED_REFUSED = (
 _GROUPED_MISTAKES = (
     Mistake(
         "package_called",
-        _calls_refused,
+        calls_refused,
         "your function calls tc.repeat_kv or F.scaled_dot_product_attention (whose enable_gqa option does the "
         "grouping): this exercise asks you to write the grouping and the attention from tensor operations.",
     ),
