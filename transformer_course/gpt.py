@@ -103,19 +103,27 @@ class GPT(nn.Module):
         return self.lm_head(x)
 
     def _check_inputs(self, ids, cache: KVCache | None) -> None:
-        check_tensor(ids, "ids", ndim=2, floating=False)
-        if ids.shape[1] == 0:
-            raise ValueError("ids is empty: expected shape (B, T) with T >= 1")
-        check_token_ids(ids, "ids", self.vocab_size)
-        if cache is not None and len(cache.layers) != len(self.layers):
-            raise ValueError(f"cache has {len(cache.layers)} layers, the model has {len(self.layers)} blocks")
-        length = ids.shape[1] + (0 if cache is None else cache.length)
-        if length > self.max_len:
-            raise ValueError(f"{length} positions exceed max_len={self.max_len}: shorten ids or build a larger model")
+        check_lm_inputs(ids, cache, self.vocab_size, len(self.layers), self.max_len)
 
     def new_cache(self) -> KVCache:
         """An empty KV cache with one entry per block."""
         return KVCache(len(self.layers))
+
+
+def check_lm_inputs(ids, cache: KVCache | None, vocab_size: int, n_blocks: int, max_len: int) -> None:
+    """A decoder-only model's forward(ids (B, T), cache) arguments: token ids in range, a cache of its depth, and
+    no more than max_len positions in all."""
+    check_tensor(ids, "ids", ndim=2, floating=False)
+    if ids.shape[1] == 0:
+        raise ValueError("ids is empty: expected shape (B, T) with T >= 1")
+    check_token_ids(ids, "ids", vocab_size)
+    if cache is not None and not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
+    if cache is not None and len(cache.layers) != n_blocks:
+        raise ValueError(f"cache has {len(cache.layers)} layers, the model has {n_blocks} blocks")
+    length = ids.shape[1] + (0 if cache is None else cache.length)
+    if length > max_len:
+        raise ValueError(f"{length} positions exceed max_len={max_len}: shorten ids or build a larger model")
 
 
 def cached_block(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor, cache: LayerCache) -> torch.Tensor:

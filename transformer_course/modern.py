@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_bool, check_positive_int, check_tensor
+from ._validate import check_bool, check_positive_int
 from .efficient import KVCache, LayerCache
-from .gpt import check_token_ids
+from .gpt import check_lm_inputs
 from .masks import causal_mask
 from .norm import RMSNorm
 
@@ -264,17 +264,7 @@ class ModernDecoder(nn.Module):
         return self.lm_head(self.norm(x))
 
     def _check_inputs(self, ids, cache: KVCache | None) -> None:
-        check_tensor(ids, "ids", ndim=2, floating=False)
-        if ids.shape[1] == 0:
-            raise ValueError("ids is empty: expected shape (B, T) with T >= 1")
-        check_token_ids(ids, "ids", self.vocab_size)
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
-        if cache is not None and len(cache.layers) != len(self.blocks):
-            raise ValueError(f"cache has {len(cache.layers)} layers, the model has {len(self.blocks)} blocks")
-        length = ids.shape[1] + (0 if cache is None else cache.length)
-        if length > self.max_len:
-            raise ValueError(f"{length} positions exceed max_len={self.max_len}: shorten ids or build a larger model")
+        check_lm_inputs(ids, cache, self.vocab_size, len(self.blocks), self.max_len)
 
     def new_cache(self) -> KVCache:
         """An empty KV cache with one entry per block; it stores n_kv_heads heads per layer."""
