@@ -11,7 +11,7 @@ from itertools import pairwise
 import pytest
 
 import transformer_course as tc
-from transformer_course.bpe import pretokenize
+from transformer_course.bpe import merge, pretokenize
 from transformer_course.exercises import bpe as exercises
 from transformer_course.exercises import check, solutions
 
@@ -25,18 +25,6 @@ def test_reference_solution_passes(name):
     assert repr(result).startswith(f"✅ {name}: passed all")
 
 
-def merge_all(word, pair, new_id):
-    out, i = [], 0
-    while i < len(word):
-        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return out
-
-
 def train_byte_values(text, n_merges):
     """BPE on GPT-2's pre-tokens with byte values as ids, recounting every pair after each merge."""
     words = {tuple(w.encode()): n for w, n in Counter(pretokenize(text)).items()}
@@ -48,7 +36,7 @@ def train_byte_values(text, n_merges):
                 counts[pair] += n
         pair = max(counts, key=lambda p: (counts[p], -p[0], -p[1]))
         merges.append(pair)
-        words = {tuple(merge_all(w, pair, new_id)): n for w, n in words.items()}
+        words = {tuple(merge(w, pair, new_id)): n for w, n in words.items()}
     return merges, words
 
 
@@ -73,7 +61,7 @@ def test_pair_changes_keep_training_counts_up_to_date():
             lost, gained = solutions.pair_changes(word, pair, new_id)
             counts.subtract({p: n * k for p, k in Counter(lost).items()})
             counts.update({p: n * k for p, k in Counter(gained).items()})
-        words = {tuple(merge_all(w, pair, new_id)): n for w, n in words.items()}
+        words = {tuple(merge(w, pair, new_id)): n for w, n in words.items()}
         recounted = Counter()
         for word, n in words.items():
             for p in pairwise(word):
@@ -114,7 +102,7 @@ def test_complete_length_streams_a_tokenizers_output_without_replacement_charact
 
 def test_other_right_answers_pass():
     def changes_as_unsorted_lists(word, pair, new_id):
-        before, after = Counter(pairwise(word)), Counter(pairwise(merge_all(list(word), pair, new_id)))
+        before, after = Counter(pairwise(word)), Counter(pairwise(merge(list(word), pair, new_id)))
         return list((before - after).elements())[::-1], list((after - before).elements())[::-1]
 
     def to_one_from_the_last_merge_used(word, merges):
@@ -126,7 +114,7 @@ def test_other_right_answers_pass():
             if not present:
                 break
             pair = min(present, key=rank.get)
-            ids, last = merge_all(ids, pair, 256 + rank[pair]), rank[pair]
+            ids, last = merge(ids, pair, 256 + rank[pair]), rank[pair]
         return last + 1 if len(ids) == 1 else -1
 
     def length_incremental_decoder(data):
@@ -151,38 +139,38 @@ def test_other_right_answers_pass():
 
 
 def changes_all_pairs(word, pair, new_id):
-    merged = merge_all(list(word), pair, new_id)
+    merged = merge(list(word), pair, new_id)
     return list(pairwise(word)), list(pairwise(merged))
 
 
 def changes_new_minus_old(word, pair, new_id):
-    old, new = Counter(pairwise(word)), Counter(pairwise(merge_all(list(word), pair, new_id)))
+    old, new = Counter(pairwise(word)), Counter(pairwise(merge(list(word), pair, new_id)))
     return tuple((new - old).elements()), tuple((old - new).elements())
 
 
 def changes_with_sets(word, pair, new_id):
-    old, new = set(pairwise(word)), set(pairwise(merge_all(list(word), pair, new_id)))
+    old, new = set(pairwise(word)), set(pairwise(merge(list(word), pair, new_id)))
     return sorted(old - new), sorted(new - old)
 
 
 def changes_with_counts(word, pair, new_id):
-    old, new = Counter(pairwise(word)), Counter(pairwise(merge_all(list(word), pair, new_id)))
+    old, new = Counter(pairwise(word)), Counter(pairwise(merge(list(word), pair, new_id)))
     return sorted((old - new).items()), sorted((new - old).items())
 
 
 def changes_as_a_dict(word, pair, new_id):
-    delta = Counter(pairwise(merge_all(list(word), pair, new_id)))
+    delta = Counter(pairwise(merge(list(word), pair, new_id)))
     delta.subtract(Counter(pairwise(word)))
     return {p: n for p, n in delta.items() if n != 0}
 
 
 def changes_lost_only(word, pair, new_id):
-    old, new = Counter(pairwise(word)), Counter(pairwise(merge_all(list(word), pair, new_id)))
+    old, new = Counter(pairwise(word)), Counter(pairwise(merge(list(word), pair, new_id)))
     return tuple((old - new).elements())
 
 
 def changes_only_the_merged_pair(word, pair, new_id):
-    merged = merge_all(list(word), pair, new_id)
+    merged = merge(list(word), pair, new_id)
     lost = [pair] * (len(word) - len(merged))  # one pair gone per merge
     gained = [p for p in pairwise(merged) if new_id in p]
     return lost, gained
@@ -268,7 +256,7 @@ def encode_first(word, merges, k):
         if not present:
             break
         pair = min(present, key=rank.get)
-        ids = merge_all(ids, pair, 256 + rank[pair])
+        ids = merge(ids, pair, 256 + rank[pair])
     return ids
 
 
@@ -309,7 +297,7 @@ def to_one_counting_merges(word, merges):
         if not present:
             break
         pair = min(present, key=rank.get)
-        ids = merge_all(ids, pair, 256 + rank[pair])
+        ids = merge(ids, pair, 256 + rank[pair])
         used += 1
     return used if len(ids) == 1 else -1
 
@@ -353,7 +341,7 @@ def to_one_characters(word, merges):
         ids = [ord(c) for c in word]
         while any(p in rank for p in pairwise(ids)):
             pair = min((p for p in pairwise(ids) if p in rank), key=rank.get)
-            ids = merge_all(ids, pair, 256 + rank[pair])
+            ids = merge(ids, pair, 256 + rank[pair])
         if len(ids) == 1:
             return k
     return -1
@@ -363,7 +351,7 @@ def to_one_newest_merge_first(word, merges):
     for k in range(len(merges) + 1):
         ids = list(word.encode("utf-8"))
         for i in range(k - 1, -1, -1):
-            ids = merge_all(ids, merges[i], 256 + i)
+            ids = merge(ids, merges[i], 256 + i)
         if len(ids) == 1:
             return k
     return -1
@@ -375,7 +363,7 @@ def to_one_smallest_pair_first(word, merges):
         ids = list(word.encode("utf-8"))
         while any(p in known for p in pairwise(ids)):
             pair = min(p for p in pairwise(ids) if p in known)
-            ids = merge_all(ids, pair, known[pair])
+            ids = merge(ids, pair, known[pair])
         if len(ids) == 1:
             return k
     return -1
