@@ -305,5 +305,5 @@ def test_generate_gives_back_each_submodules_own_mode():
 
 def test_a_cache_of_the_wrong_type_is_refused_by_name():
     model = tc.GPT(vocab_size=10, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=8)
-    with pytest.raises(TypeError, match="cache must be a KVCache from model.new_cache\\(\\), got dict"):
+    with pytest.raises(TypeError, match=r"cache must be a KVCache from model.new_cache\(\), got dict"):
         model(torch.tensor([[1, 2]]), {})
