@@ -32,7 +32,7 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # which would appear in the first notebook's output and fail its nbval comparison.
 .venv/bin/python -c "import matplotlib.pyplot"
 
-RELEASE=(tests/test_book.py tests/test_bare_kernel.py tests/test_jupyterlab.py tests/test_types.py)
+RELEASE=(tests/test_book.py tests/test_bare_kernel.py tests/test_jupyterlab.py tests/test_types.py tests/test_compile.py)
 UNIT=(tests)
 for path in "${RELEASE[@]}"; do UNIT+=("--ignore=$path"); done
 

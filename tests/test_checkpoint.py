@@ -33,7 +33,7 @@ def test_round_trip_gives_identical_logits(trained, tmp_path):
     assert loaded.src_vocab == corpus.src_vocab and loaded.tgt_vocab == corpus.tgt_vocab
     assert loaded.extra == {"steps": 3}
     assert loaded.model.config == model.config
-    assert loaded.model.generator.weight is loaded.model.src_embed.weight  # tying survives the round trip
+    assert loaded.model.lm_head.weight is loaded.model.src_embed.weight  # tying survives the round trip
     assert not loaded.model.training
 
 

@@ -70,7 +70,7 @@ def test_nan_weights_raise_a_clear_error(decode, use_cache):
 def test_nan_from_finite_weights_says_so():
     """Logits that turn NaN although every weight is finite (an overflow) are refused too, and said to be."""
     model = tiny()
-    model.generator.register_forward_hook(lambda module, inputs, out: out.masked_fill(out > -1e9, float("nan")))
+    model.lm_head.register_forward_hook(lambda module, inputs, out: out.masked_fill(out > -1e9, float("nan")))
     with pytest.raises(FloatingPointError, match="parameters are finite"):
         tc.greedy_decode(model, SRC, 5, BOS, EOS)
 
@@ -151,7 +151,7 @@ class ScriptedRows:
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_a_finished_row_is_padded_while_the_others_go_on(use_cache):
     model = tiny()
-    model.generator.register_forward_hook(ScriptedRows([[5, EOS, 6, 7, 8], [5, 6, 7, EOS, 9]]))
+    model.lm_head.register_forward_hook(ScriptedRows([[5, EOS, 6, 7, 8], [5, 6, 7, EOS, 9]]))
     out = tc.greedy_decode(model, SRC.repeat(2, 1), 10, BOS, EOS, use_cache=use_cache)
     assert out.tolist() == [[BOS, 5, EOS, PAD, PAD], [BOS, 5, 6, 7, EOS]]
 
@@ -160,14 +160,14 @@ def test_a_finished_row_is_padded_while_the_others_go_on(use_cache):
 def test_bos_equal_to_eos_starts_and_stops(use_cache):
     """One id for start and end (as GPT-2's <|endoftext|>): the start is never taken for the end."""
     model = tiny()
-    model.generator.register_forward_hook(Scripted([5, 6, BOS, 7]))
+    model.lm_head.register_forward_hook(Scripted([5, 6, BOS, 7]))
     assert tc.greedy_decode(model, SRC, 10, BOS, BOS, use_cache=use_cache).tolist() == [[BOS, 5, 6, BOS]]
 
 
 def test_eos_equal_to_pad_stops_where_the_model_predicts_padding():
     """A task without an end token (the benchmark's copy task) ends a row where the model predicts padding."""
     model = tiny()
-    model.generator.register_forward_hook(Scripted([5, 6, PAD, 7]))
+    model.lm_head.register_forward_hook(Scripted([5, 6, PAD, 7]))
     assert tc.greedy_decode(model, SRC, 10, BOS, PAD).tolist() == [[BOS, 5, 6, PAD]]
 
 
@@ -193,9 +193,9 @@ BAD = [
      r"src is empty: expected shape \(B, T\) with T >= 1"),
     ("src without rows", lambda m, s: tc.greedy_decode(m, s[:0], 5, BOS, EOS), ValueError, "src has no rows"),
     ("src id too large", lambda m, s: tc.greedy_decode(m, torch.tensor([[3, VOCAB]]), 5, BOS, EOS), ValueError,
-     r"src holds ids in \[3, 12\], expected ids in \[0, 11\] \(config.src_vocab_size=12\)"),
+     r"src: ids in \[3, 12\], expected ids in \[0, 11\] \(vocab_size=12\)"),
     ("src id negative", lambda m, s: tc.beam_search(m, torch.tensor([[-1, 3]]), 2, 5, BOS, EOS), ValueError,
-     r"src holds ids in \[-1, 3\]"),
+     r"src: ids in \[-1, 3\]"),
     ("src on another device", lambda m, s: tc.greedy_decode(m, s.to("meta"), 5, BOS, EOS), ValueError,
      "src is on meta but the model is on cpu"),
     ("src longer than the positional table",
@@ -241,7 +241,7 @@ BAD = [
     ("log prob batch mismatch", lambda m, s: tc.sequence_log_prob(m, s, torch.tensor([[BOS, 3]] * 2)), ValueError,
      "src and tgt must share the batch size, got 1 and 2"),
     ("log prob tgt id too large", lambda m, s: tc.sequence_log_prob(m, s, torch.tensor([[BOS, VOCAB]])), ValueError,
-     r"tgt holds ids in \[1, 12\], expected ids in \[0, 11\]"),
+     r"tgt: ids in \[1, 12\], expected ids in \[0, 11\]"),
     ("log prob tgt uint8", lambda m, s: tc.sequence_log_prob(m, s, torch.tensor([[BOS, 3]], dtype=torch.uint8)),
      TypeError, "tgt must be an integer tensor of token ids"),
     ("log prob model None", lambda m, s: tc.sequence_log_prob(None, s, torch.tensor([[BOS, 3]])), TypeError,

@@ -41,7 +41,7 @@ CASES = [
     ("integer queries", lambda: tc.scaled_dot_product_attention(q4.long(), q4, q4), TypeError,
      r"q must be a floating-point tensor"),
     ("token id too large", lambda: tiny()(torch.tensor([[1, 2, 10]]), torch.tensor([[1, 2]])), ValueError,
-     r"tokens contain ids in \[1, 10\], expected ids in \[0, 9\] \(vocab_size=10\)"),
+     r"src: ids in \[1, 10\], expected ids in \[0, 9\] \(vocab_size=10\)"),
     ("negative token id", lambda: tiny()(torch.tensor([[1, -1]]), torch.tensor([[1]])), ValueError,
      r"expected ids in \[0, 9\]"),
     ("float token ids", lambda: tiny()(torch.tensor([[1.0, 2.0]]), torch.tensor([[1]])), TypeError,

@@ -101,7 +101,7 @@ def test_cached_forward_in_pieces_equals_one_pass():
 
 def test_forward_refuses_bad_ids():
     model = make_model()
-    with pytest.raises(ValueError, match="ids must lie in"):
+    with pytest.raises(ValueError, match="ids: ids in"):
         model(torch.tensor([[0, V]]))
     with pytest.raises(ValueError, match="exceed max_len=40"):
         model(torch.zeros(1, MAX_LEN + 1, dtype=torch.long))
@@ -183,7 +183,7 @@ BAD_ARGUMENTS = [
     (dict(ids=torch.zeros(1, 0, dtype=torch.long)), ValueError, "ids is empty"),
     (dict(ids=torch.zeros(1, 3)), TypeError, "ids must be an integer tensor"),
     (dict(ids=torch.zeros(3, dtype=torch.long)), ValueError, "ids must have 2 dimensions"),
-    (dict(ids=torch.tensor([[1, V]])), ValueError, "ids must lie in"),
+    (dict(ids=torch.tensor([[1, V]])), ValueError, "ids: ids in"),
     (dict(generator=0), TypeError, "generator must be a torch.Generator"),
     (dict(model=nn.Linear(2, 2)), TypeError, "model must be a transformer_course.GPT"),
 ]

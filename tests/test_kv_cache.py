@@ -47,7 +47,7 @@ class ForceEos:
 def greedy_both(model, src, max_len, hook_factory=None):
     outputs = []
     for use_cache in (True, False):
-        handle = model.generator.register_forward_hook(hook_factory()) if hook_factory else None
+        handle = model.lm_head.register_forward_hook(hook_factory()) if hook_factory else None
         try:
             outputs.append(tc.greedy_decode(model, src, max_len, BOS, EOS, use_cache=use_cache))
         finally:

@@ -214,7 +214,7 @@ def test_bad_inputs_are_named():
     model = small()
     with pytest.raises(TypeError, match=r"config must be a transformer_course\.ModernConfig, got dict"):
         tc.ModernDecoder(dict(vocab_size=3))
-    with pytest.raises(ValueError, match=r"ids must lie in \[0, 22\], got \[0, 23\]"):
+    with pytest.raises(ValueError, match=r"ids: ids in \[0, 23\], expected ids in \[0, 22\]"):
         model(torch.tensor([[0, 23]]))
     with pytest.raises(TypeError, match="ids must be an integer tensor"):
         model(torch.zeros(1, 3))

@@ -40,7 +40,7 @@ def test_count_by_formula_and_tying():
 
 def test_tied_weights_are_one_tensor():
     model = tc.Transformer(20, 20, d_model=8, n_heads=2, n_layers=1, d_ff=16, share_embeddings=True)
-    assert model.src_embed.weight is model.tgt_embed.weight is model.generator.weight
+    assert model.src_embed.weight is model.tgt_embed.weight is model.lm_head.weight
     with torch.no_grad():
-        model.generator.weight[3, 0] = 42.0
+        model.lm_head.weight[3, 0] = 42.0
     assert model.src_embed.weight[3, 0] == 42.0

@@ -93,13 +93,13 @@ def test_cross_attention_map_is_the_one_used_while_decoding(trained):
 
 def test_translate_sentence_leaves_the_attention_setting_alone(trained):
     net, corpus, _ = trained
-    tc.keep_attention_weights(net, False)
+    tc.use_fused_attention(net)
     try:
         translate.translate_sentence(net, corpus, "咖哥 喜欢 小冰")
         attention = [m for m in net.modules() if isinstance(m, tc.MultiHeadAttention)]
         assert not any(m.attention is tc.scaled_dot_product_attention for m in attention)
     finally:
-        tc.keep_attention_weights(net, True)
+        tc.use_fused_attention(net, False)
 
 
 def test_unknown_and_empty_input(trained):

@@ -73,7 +73,7 @@ def test_batch_rows_are_independent(seed, batch):
 def test_self_attention_is_permutation_equivariant(seed, length, fast):
     """Without positions, permuting the input rows permutes the output rows the same way."""
     torch.manual_seed(seed)
-    mha = tc.keep_attention_weights(tc.MultiHeadAttention(16, 4).eval(), not fast)
+    mha = tc.use_fused_attention(tc.MultiHeadAttention(16, 4).eval(), fast)
     x = torch.randn(2, length, 16)
     perm = torch.randperm(length)
     with torch.no_grad():

@@ -78,7 +78,7 @@ def test_multihead_equals_torch_self_attention(batch_first, masking, need_weight
     kpm = key_padding([5, 3, 4], T) if masking in ("key_padding", "both") else None
     expected, expected_weights = _run_torch_mha(m, x, x, x, attn_mask, kpm, batch_first)
     mask = tc.combine_masks(None if attn_mask is None else ~attn_mask, None if kpm is None else ~kpm[:, None, None, :])
-    got = tc.keep_attention_weights(ours, need_weights)(x, x, x, mask)
+    got = tc.use_fused_attention(ours, not need_weights)(x, x, x, mask)
     torch.testing.assert_close(got, expected, atol=ATOL, rtol=0)
     if need_weights:
         torch.testing.assert_close(ours.attn_weights, expected_weights, atol=ATOL, rtol=0)
@@ -104,7 +104,7 @@ def test_multihead_without_bias_equals_torch():
 
 def test_multihead_gradients_match_torch():
     m = nn.MultiheadAttention(D, H, batch_first=True)
-    ours = tc.keep_attention_weights(tc.MultiHeadAttention.from_torch(m), False)
+    ours = tc.use_fused_attention(tc.MultiHeadAttention.from_torch(m))
     x = torch.randn(B, T, D)
     m(x, x, x, need_weights=False)[0].square().sum().backward()
     ours(x, x, x).square().sum().backward()

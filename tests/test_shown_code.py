@@ -23,7 +23,7 @@ BEFORE_CHAPTER_13 = sorted(p for p in CHAPTERS.glob("[0-9][0-9]_*.ipynb") if int
 
 # Words that belong to chapter 13's extensions: the KV cache and the fused attention kernel.
 FORBIDDEN = re.compile(
-    r"cache|KVCache|fused|F\.scaled_dot_product_attention|keep_attention_weights|incremental", re.IGNORECASE
+    r"cache|KVCache|fused|F\.scaled_dot_product_attention|keep_attention_weights|attached|incremental", re.IGNORECASE
 )
 RESHAPES = re.compile(r"\.(view|reshape|transpose|permute|flatten|unflatten)\(")
 

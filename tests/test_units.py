@@ -144,7 +144,7 @@ def test_fast_path_equals_teaching_path_and_skips_weights():
     mask = tc.padding_mask(torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]))
     slow = mha(x, x, x, mask)
     assert mha.attn_weights.shape == (2, 4, 5, 5)
-    tc.keep_attention_weights(mha, False)
+    tc.use_fused_attention(mha)
     fast = mha(x, x, x, mask)
     assert mha.attn_weights is None
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)

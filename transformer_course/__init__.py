@@ -10,18 +10,18 @@ Tensors are batch-first (B, T, D); masks are bool with True = may attend.
 """
 
 from . import corpus
-from .attention import scaled_dot_product_attention
+from .attention import attention_scale, scaled_dot_product_attention
 from .bert import BERT, BERTClassifier, mask_tokens
 from .bpe import BPETokenizer
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .data import POST1_PAIRS, Batch, ParallelCorpus, Vocab, make_batch
 from .decoder import Decoder, DecoderLayer
 from .decoding import beam_search, greedy_decode, sequence_log_prob
-from .efficient import KVCache, fused_attention, keep_attention_weights
+from .efficient import KVCache, fused_attention, keep_attention_weights, use_fused_attention
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from .encoder import Encoder, EncoderLayer
 from .ffn import PositionwiseFeedForward
-from .gpt import GPT, generate
+from .gpt import GPT, GPTConfig, generate
 from .hf import from_hf, to_hf
 from .masks import causal_mask, combine_masks, from_hide_mask, from_keep_mask, padding_mask
 from .mlp import MLP, collapse_linear
@@ -46,7 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MLP", "collapse_linear",
-    "scaled_dot_product_attention", "fused_attention",
+    "scaled_dot_product_attention", "attention_scale", "fused_attention", "use_fused_attention",
     "causal_mask", "padding_mask", "combine_masks", "from_hide_mask", "from_keep_mask",
     "MultiHeadAttention", "split_heads", "merge_heads", "keep_attention_weights",
     "PositionwiseFeedForward",
@@ -60,7 +60,7 @@ __all__ = [
     "noam_lr", "noam_scheduler", "LabelSmoothingLoss", "fit", "History", "set_seed", "get_device", "set_threads",
     "Vocab", "ParallelCorpus", "Batch", "make_batch", "POST1_PAIRS",
     "Checkpoint", "save_checkpoint", "load_checkpoint",
-    "GPT", "generate",
+    "GPT", "GPTConfig", "generate",
     "BERT", "BERTClassifier", "mask_tokens",
     "BPETokenizer", "corpus",
     "get_batch", "heldout_blocks", "heldout_loss", "bits_per_byte", "compressed_bits_per_byte",

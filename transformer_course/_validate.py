@@ -3,8 +3,43 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Whether a checked call is running on this thread: its checks covered what the calls inside it receive.
+_door = threading.local()
+
+
+def checked(check: Callable[..., object]) -> Callable[[F], F]:
+    """Run `check(*args, **kwargs)` before the function, at the door only.
+
+    The outermost checked call checks its arguments; the calls it makes inside (a model's layers, their
+    attention) skip theirs, since the door's checks already cover what they receive. So every error is raised
+    once, by the public function the user called, and a model's hot path runs no checks at all. While
+    torch.compile traces, nothing is checked: the compiled graph is for speed.
+    """
+
+    def decorate(function: F) -> F:
+        @functools.wraps(function)
+        def at_the_door(*args: Any, **kwargs: Any) -> Any:
+            if getattr(_door, "inside", False) or torch.compiler.is_compiling():
+                return function(*args, **kwargs)
+            check(*args, **kwargs)
+            _door.inside = True
+            try:
+                return function(*args, **kwargs)
+            finally:
+                _door.inside = False
+
+        return at_the_door  # type: ignore[return-value]
+
+    return decorate
 
 
 def check_positive_int(value, name: str) -> int:
@@ -53,6 +88,26 @@ def check_token_id(value, name: str, vocab_size: int) -> int:
     if not 0 <= value < vocab_size:
         raise ValueError(f"{name}={value} must be a token id in [0, {vocab_size - 1}] (vocabulary of {vocab_size})")
     return value
+
+
+def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
+    """A ValueError naming `name` unless every id of `ids` lies in [0, vocab_size): the one token-range check.
+
+    On the CPU the ids are read and the error says which ids were found. On a GPU, reading them would make the
+    host wait for the device at every call; the check is queued on the device instead
+    (`torch._assert_async`) and a bad id stops the next synchronising call with this message.
+    """
+    if ids.numel() == 0:
+        return
+    if ids.device.type != "cpu":
+        in_range = ((ids >= 0) & (ids < vocab_size)).all()
+        torch._assert_async(in_range, f"{name}: expected ids in [0, {vocab_size - 1}] (vocab_size={vocab_size})")
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        raise ValueError(
+            f"{name}: ids in [{low}, {high}], expected ids in [0, {vocab_size - 1}] (vocab_size={vocab_size})"
+        )
 
 
 def seed_argument(text: str) -> int:

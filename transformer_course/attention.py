@@ -17,42 +17,15 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._validate import check_probability, check_tensor
+from ._validate import check_probability, check_tensor, checked
 
 
-def scaled_dot_product_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(q kᵀ / √d_k) v, written out step by step: the teaching path.
-
-    q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v), mask broadcastable to (..., T_q, T_k)
-    with True = may attend. Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
-    A query row that may attend to nothing gets all-zero weights and a zero output, never NaN.
-    """
-    check_attention_inputs(q, k, v, mask, dropout_p)
-    # In float32 at least, as PyTorch's kernels compute it: float16 scores of long vectors overflow (its
-    # range ends at 65504), and rounded to float16's 11 bits they would shift the softmax.
-    dtype = q.dtype
-    q, k, v = (x.to(torch.promote_types(dtype, torch.float32)) for x in (q, k, v))
-    # 1/√d_k scales q before the product, so the scores never hold the larger unscaled sums.
-    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (.., T_q, d_k) @ (.., d_k, T_k) -> (.., T_q, T_k)
-    if mask is not None:
-        # The dtype's own minimum, not -1e9: -1e9 overflows float16 (its range ends at 65504).
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1)
-    if mask is not None:
-        # A fully masked row came out of the softmax uniform; zeroing the masked entries makes it 0.
-        weights = weights.masked_fill(~mask, 0.0)
-    if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
-    return (weights @ v).to(dtype), weights.to(dtype)
+def attention_scale(d_k: int) -> float:
+    """1/√d_k, the factor on every attention score: the one place the course writes it."""
+    return 1.0 / math.sqrt(d_k)
 
 
-def check_attention_inputs(q, k, v, mask, dropout_p) -> None:
+def check_attention_inputs(q, k, v, mask=None, dropout_p=0.0) -> None:
     """q (..., T_q, d_k), k (..., T_k, d_k) and v (..., T_k, d_v) of one float dtype, whose leading dimensions
     broadcast together; a bool mask that broadcasts to the scores (..., T_q, T_k) without enlarging them."""
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -107,3 +80,35 @@ def broadcast_or_none(*shapes) -> tuple[int, ...] | None:
         return tuple(torch.broadcast_shapes(*shapes))
     except RuntimeError:
         return None
+
+
+@checked(check_attention_inputs)
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q kᵀ / √d_k) v, written out step by step: the teaching path.
+
+    q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v), mask broadcastable to (..., T_q, T_k)
+    with True = may attend. Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
+    A query row that may attend to nothing gets all-zero weights and a zero output, never NaN.
+    """
+    # In float32 at least, as PyTorch's kernels compute it: float16 scores of long vectors overflow (its
+    # range ends at 65504), and rounded to float16's 11 bits they would shift the softmax.
+    dtype = q.dtype
+    q, k, v = (x.to(torch.promote_types(dtype, torch.float32)) for x in (q, k, v))
+    # 1/√d_k scales q before the product, so the scores never hold the larger unscaled sums.
+    scores = (q * attention_scale(q.shape[-1])) @ k.transpose(-2, -1)  # -> (.., T_q, T_k)
+    if mask is not None:
+        # The dtype's own minimum, not -1e9: -1e9 overflows float16 (its range ends at 65504).
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        # A fully masked row came out of the softmax uniform; zeroing the masked entries makes it 0.
+        weights = weights.masked_fill(~mask, 0.0)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return (weights @ v).to(dtype), weights.to(dtype)

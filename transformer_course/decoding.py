@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ._modes import evaluating
-from ._validate import check_bool, check_positive_int, check_token_id
+from ._validate import check_bool, check_positive_int, check_token_id, check_token_ids, checked
 from .efficient import CachedScorer
 from .model import Transformer, check_tokens
 
@@ -96,88 +96,6 @@ def _scorer(model: Transformer, src: torch.Tensor, use_cache: bool) -> _FiniteSc
     return _FiniteScorer(model, CachedScorer(model, src) if use_cache else PrefixScorer(model, src))
 
 
-def greedy_decode(
-    model: Transformer,
-    src: torch.Tensor,
-    max_len: int,
-    bos_id: int,
-    eos_id: int,
-    use_cache: bool = True,
-) -> torch.Tensor:
-    """Greedy decoding: src (B, S) -> tokens (B, <= max_len), starting with bos_id (`run_greedy` on `model`).
-
-    A row that has produced eos_id is padded with the model's pad id while the others go on;
-    decoding stops when every row has finished or max_len tokens (bos included) are reached.
-    The model runs in eval mode without gradients; each of its submodules keeps its own mode afterwards.
-    """
-    _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache)
-    start = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    with evaluating(model):
-        return run_greedy(_scorer(model, src, use_cache), start, max_len, eos_id, model.pad_id)
-
-
-def beam_search(
-    model: Transformer,
-    src: torch.Tensor,
-    beam_size: int,
-    max_len: int,
-    bos_id: int,
-    eos_id: int,
-    length_penalty: float = 0.0,
-    use_cache: bool = True,
-) -> torch.Tensor:
-    """Beam search: src (1, S) -> tokens (1, <= max_len), starting with bos_id (`run_beam` on `model`).
-
-    beam_size=1 gives exactly the greedy output; length_penalty as in `run_beam`.
-    """
-    _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache)
-    _check_beam_args(src, beam_size, length_penalty)
-    start = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
-    with evaluating(model):
-        scorer = _scorer(model, src, use_cache)
-        return run_beam(scorer, start, beam_size, max_len, eos_id, model.pad_id, float(length_penalty))
-
-
-def sequence_log_prob(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-    """Sum of log p(y_t | y_<t, src) over the tokens of tgt (B, T) after its first (bos) token.
-
-    Padding after eos is not counted. Used to compare the outputs of greedy and beam search.
-    """
-    _check_log_prob_args(model, src, tgt)
-    with evaluating(model):
-        logits = model(src, tgt[:, :-1])
-    log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[:, 1:, None]).squeeze(-1)
-    return (log_probs * (tgt[:, 1:] != model.pad_id)).sum(dim=1)
-
-
-class _FiniteScorer:
-    """A scorer whose logits are checked at every step: with NaN logits argmax picks garbage silently
-    and beam search's topk finds no candidate."""
-
-    def __init__(self, model: Transformer, scorer: PrefixScorer | CachedScorer):
-        self.model, self.scorer = model, scorer
-
-    def __call__(self, ys: torch.Tensor) -> torch.Tensor:
-        logits = self.scorer(ys)
-        check_finite_logits(self.model, logits, ys.shape[1])
-        return logits
-
-    def select(self, rows: torch.Tensor) -> None:
-        self.scorer.select(rows)
-
-
-def check_finite_logits(model: nn.Module, logits: torch.Tensor, n_tokens: int) -> None:
-    """A FloatingPointError that says why, if the next-token logits after n_tokens tokens hold NaN."""
-    if torch.isnan(logits).any():
-        bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
-        cause = (
-            f"its parameters hold NaN or inf ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
-            if bad
-            else "its parameters are finite, so a computation overflowed (half precision?)"
-        )
-        raise FloatingPointError(f"the model's next-token logits are NaN after {n_tokens} token(s): {cause}")
-
-
 def _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache) -> None:
     """Everything greedy_decode and beam_search are given, checked before any work is done."""
     if not isinstance(model, Transformer):
@@ -214,11 +132,7 @@ def check_source(model: Transformer, src, name: str) -> None:
             f"{name} has {src.shape[1]} positions, more than the model's positional table, "
             f"config.max_len={config.max_len}"
         )
-    if int(src.min()) < 0 or int(src.max()) >= config.src_vocab_size:
-        raise ValueError(
-            f"{name} holds ids in [{int(src.min())}, {int(src.max())}], expected ids in "
-            f"[0, {config.src_vocab_size - 1}] (config.src_vocab_size={config.src_vocab_size})"
-        )
+    check_token_ids(src, name, config.src_vocab_size)
 
 
 def _check_beam_args(src, beam_size, length_penalty) -> None:
@@ -240,11 +154,99 @@ def _check_log_prob_args(model, src, tgt) -> None:
         raise ValueError(f"tgt must hold bos and at least one token, got shape {tuple(tgt.shape)}")
     if tgt.shape[0] != src.shape[0]:
         raise ValueError(f"src and tgt must share the batch size, got {src.shape[0]} and {tgt.shape[0]}")
-    vocab = model.config.tgt_vocab_size
-    if int(tgt.min()) < 0 or int(tgt.max()) >= vocab:
-        raise ValueError(f"tgt holds ids in [{int(tgt.min())}, {int(tgt.max())}], expected ids in [0, {vocab - 1}]")
+    check_token_ids(tgt, "tgt", model.config.tgt_vocab_size)
     if tgt.shape[1] - 1 > model.config.max_len:
         raise ValueError(
             f"tgt has {tgt.shape[1]} tokens: the decoder reads all but the last, more than the model's "
             f"positional table, config.max_len={model.config.max_len}"
         )
+
+
+def _check_greedy(model, src, max_len, bos_id, eos_id, use_cache=True) -> None:
+    _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache)
+
+
+def _check_beam(model, src, beam_size, max_len, bos_id, eos_id, length_penalty=0.0, use_cache=True) -> None:
+    _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache)
+    _check_beam_args(src, beam_size, length_penalty)
+
+
+@checked(_check_greedy)
+def greedy_decode(
+    model: Transformer,
+    src: torch.Tensor,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+) -> torch.Tensor:
+    """Greedy decoding: src (B, S) -> tokens (B, <= max_len), starting with bos_id (`run_greedy` on `model`).
+
+    A row that has produced eos_id is padded with the model's pad id while the others go on;
+    decoding stops when every row has finished or max_len tokens (bos included) are reached.
+    The model runs in eval mode without gradients; each of its submodules keeps its own mode afterwards.
+    """
+    start = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    with evaluating(model):
+        return run_greedy(_scorer(model, src, use_cache), start, max_len, eos_id, model.pad_id)
+
+
+@checked(_check_beam)
+def beam_search(
+    model: Transformer,
+    src: torch.Tensor,
+    beam_size: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 0.0,
+    use_cache: bool = True,
+) -> torch.Tensor:
+    """Beam search: src (1, S) -> tokens (1, <= max_len), starting with bos_id (`run_beam` on `model`).
+
+    beam_size=1 gives exactly the greedy output; length_penalty as in `run_beam`.
+    """
+    start = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
+    with evaluating(model):
+        scorer = _scorer(model, src, use_cache)
+        return run_beam(scorer, start, beam_size, max_len, eos_id, model.pad_id, float(length_penalty))
+
+
+@checked(_check_log_prob_args)
+def sequence_log_prob(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """Sum of log p(y_t | y_<t, src) over the tokens of tgt (B, T) after its first (bos) token.
+
+    Padding after eos is not counted. Used to compare the outputs of greedy and beam search.
+    """
+    with evaluating(model):
+        logits = model(src, tgt[:, :-1])
+    log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[:, 1:, None]).squeeze(-1)
+    return (log_probs * (tgt[:, 1:] != model.pad_id)).sum(dim=1)
+
+
+class _FiniteScorer:
+    """A scorer whose logits are checked at every step: with NaN logits argmax picks garbage silently
+    and beam search's topk finds no candidate."""
+
+    def __init__(self, model: Transformer, scorer: PrefixScorer | CachedScorer):
+        self.model, self.scorer = model, scorer
+
+    def __call__(self, ys: torch.Tensor) -> torch.Tensor:
+        logits = self.scorer(ys)
+        check_finite_logits(self.model, logits, ys.shape[1])
+        return logits
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.scorer.select(rows)
+
+
+def check_finite_logits(model: nn.Module, logits: torch.Tensor, n_tokens: int) -> None:
+    """A FloatingPointError that says why, if the next-token logits after n_tokens tokens hold NaN."""
+    if torch.isnan(logits).any():
+        bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+        cause = (
+            f"its parameters hold NaN or inf ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
+            if bad
+            else "its parameters are finite, so a computation overflowed (half precision?)"
+        )
+        raise FloatingPointError(f"the model's next-token logits are NaN after {n_tokens} token(s): {cause}")

@@ -4,30 +4,38 @@ Two extensions of the chapters' code, each switched on from outside it:
 
 * **Fused attention.** `F.scaled_dot_product_attention` computes chapter 2's formula in one kernel that
   never materialises the T_q × T_k weights: faster, O(T) extra memory instead of O(T²), but no weights to
-  look at. `keep_attention_weights(model, False)` makes every `MultiHeadAttention` in `model` use it.
+  look at. `use_fused_attention(model)` makes every `MultiHeadAttention` in `model` use it.
 * **The KV cache.** Generating token t, the decoder's self-attention needs the keys and values of
   positions 0..t-1, which do not change once computed (the causal mask keeps earlier positions from
   seeing later ones). A `KVCache` keeps them, so each step runs the decoder on the new position only;
   the cross-attention's keys and values of the encoder output are projected once. `CachedScorer` is the
   cached twin of chapter 12's `PrefixScorer`, which `greedy_decode` and `beam_search` use by default.
+
+Both are strategies of the attention module, swapped in from outside: `MultiHeadAttention.attention` is the
+kernel, `MultiHeadAttention.project` computes the heads' queries, keys and values. While a cache is attached
+(`with cache.attached(layers)`), `project` reads and fills the cache; every layer runs its own `forward`,
+unchanged, on the new positions. The translator (`decode_cached`) and GPT (chapter 14) decode through it.
 """
 
 from __future__ import annotations
 
-from typing import cast
+import contextlib
+import functools
+import warnings
+from collections.abc import Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_positive_int
-from .attention import check_attention_inputs, scaled_dot_product_attention
-from .decoder import DecoderLayer
+from ._validate import check_bool, check_positive_int, checked
+from .attention import attention_scale, check_attention_inputs, scaled_dot_product_attention
 from .masks import causal_mask, combine_masks, padding_mask
 from .model import Transformer, check_decode_inputs
 from .multihead import MultiHeadAttention, split_heads
 
 
+@checked(check_attention_inputs)
 def fused_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -41,8 +49,8 @@ def fused_attention(
     instead of O(T²) memory; it cannot return the weights. Fully masked rows give zeros, as in the
     teaching path.
     """
-    check_attention_inputs(q, k, v, mask, dropout_p)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    scale = attention_scale(q.shape[-1])  # the teaching path's scale, from the one place it is written
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     if mask is not None:
         # Older PyTorch releases return NaN for a row with no visible key: make it 0 everywhere.
         out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
@@ -54,15 +62,25 @@ def _fused_without_weights(q, k, v, mask, dropout_p) -> tuple[torch.Tensor, None
     return fused_attention(q, k, v, mask, dropout_p), None
 
 
-def keep_attention_weights(model: nn.Module, keep: bool = True) -> nn.Module:
-    """Switch every MultiHeadAttention in `model` between the teaching path, which keeps its weights on
-    `.attn_weights`, and the fused kernel (keep=False), which is faster and keeps none."""
-    if not isinstance(keep, bool):
-        raise TypeError(f"keep must be a bool, got {type(keep).__name__}")
+def use_fused_attention(model: nn.Module, on: bool = True) -> nn.Module:
+    """Switch every MultiHeadAttention in `model` to the fused kernel (on=True), which is faster and keeps no
+    weights, or back to the teaching path (on=False), which keeps its weights on `.attn_weights`."""
+    check_bool(on, "on")
     for module in model.modules():
         if isinstance(module, MultiHeadAttention):
-            module.attention = scaled_dot_product_attention if keep else _fused_without_weights
+            module.attention = _fused_without_weights if on else scaled_dot_product_attention
     return model
+
+
+def keep_attention_weights(model: nn.Module, keep: bool = True) -> nn.Module:
+    """Deprecated: `use_fused_attention(model, on=not keep)`, whose name says what it switches."""
+    warnings.warn(
+        "keep_attention_weights(model, keep) is deprecated: use use_fused_attention(model, on=not keep)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    check_bool(keep, "keep")
+    return use_fused_attention(model, on=not keep)
 
 
 class LayerCache:
@@ -111,6 +129,26 @@ class LayerCache:
         """Positions the buffers can hold before they must grow (0 before the first append)."""
         return 0 if self._keys is None else self._keys.shape[2]
 
+    def project(
+        self, attn: MultiHeadAttention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """`attn.project` while this cache is attached: Q of the new positions, K and V of every position so far.
+
+        Self-attention (query, key and value one tensor (B, t, D), the new positions): their keys and values
+        join the cache. Cross-attention (key and value the encoder output, which does not change while
+        decoding): its keys and values are projected at the first step only. Returns (B, H, T, d_k) each.
+        """
+        heads = attn.n_heads
+        q = split_heads(attn.w_q(query), heads)  # (B, t, D) -> (B, H, t, d_k)
+        if query is key and key is value:
+            # Three products, not project_qkv: stacking W_Q, W_K, W_V copies all three matrices at every call,
+            # which for one new token can take longer than the products themselves (chapter 13 measures it).
+            k, v = split_heads(attn.w_k(key), heads), split_heads(attn.w_v(value), heads)  # (B, H, t, d_k)
+            return (q, *self.append(k, v))  # (B, H, length, d_k) keys and values
+        if self.memory is None:
+            self.memory = (split_heads(attn.w_k(key), heads), split_heads(attn.w_v(value), heads))  # (B, H, S, d_k)
+        return (q, *self.memory)
+
     def select(self, rows: torch.Tensor) -> None:
         """Keep the batch rows `rows` (a LongTensor of row indices, repeats allowed), in that order."""
         if self._keys is not None and self._values is not None:
@@ -134,70 +172,56 @@ class KVCache:
         for layer in self.layers:
             layer.select(rows)
 
+    @contextlib.contextmanager
+    def attached(self, layers: Iterable[nn.Module]) -> Iterator[KVCache]:
+        """Inside the block, the attention modules of layer i read and fill `self.layers[i]`.
 
-def cached_self_attention(
-    attn: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor | None, cache: LayerCache
-) -> torch.Tensor:
-    """Self-attention of the new positions x (B, t, D) over every cached position and themselves.
-
-    Their keys and values join the cache; `mask` covers (t new positions) × (length after appending).
-    Returns (B, t, D).
-    """
-    # Three products, not project_qkv: stacking W_Q, W_K, W_V copies all three matrices at every call, which
-    # for one new token can take longer than the products themselves (chapter 13 measures it).
-    q, k, v = (split_heads(w(x), attn.n_heads) for w in (attn.w_q, attn.w_k, attn.w_v))  # (B, t, D) -> (B, H, t, d_k)
-    k, v = cache.append(k, v)  # (B, H, length, d_k)
-    return attn.attend(q, k, v, mask)
-
-
-def cached_cross_attention(
-    attn: MultiHeadAttention, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None, cache: LayerCache
-) -> torch.Tensor:
-    """Cross-attention of x (B, t, D) over memory (B, S, D), whose keys and values are projected only once."""
-    if cache.memory is None:  # the encoder output does not change while decoding
-        keys = split_heads(attn.w_k(memory), attn.n_heads)  # (B, S, D) -> (B, H, S, d_k)
-        values = split_heads(attn.w_v(memory), attn.n_heads)
-        cache.memory = (keys, values)
-    q = split_heads(attn.w_q(x), attn.n_heads)  # (B, t, D) -> (B, H, t, d_k)
-    return attn.attend(q, *cache.memory, mask)
+        Each MultiHeadAttention's `project` is swapped for the cache's: the layers' own `forward`s then run
+        on the new positions only, and nothing outside the attention module changes. Afterwards the modules
+        get their own `project` back.
+        """
+        layers = list(layers)
+        if len(layers) != len(self.layers):
+            raise ValueError(f"cache has {len(self.layers)} layers, the model has {len(layers)}")
+        swapped = []
+        for layer, layer_cache in zip(layers, self.layers):
+            for module in layer.modules():
+                if isinstance(module, MultiHeadAttention):
+                    module.project = functools.partial(layer_cache.project, module)  # type: ignore[method-assign]
+                    swapped.append(module)
+        try:
+            yield self
+        finally:
+            for module in swapped:
+                del module.project  # the instance attribute goes; the class's method shows through again
 
 
-def _cached_decoder_layer(
-    layer: DecoderLayer,
-    x: torch.Tensor,
-    memory: torch.Tensor,
-    tgt_mask: torch.Tensor | None,
-    memory_mask: torch.Tensor | None,
-    cache: LayerCache,
-) -> torch.Tensor:
-    """`DecoderLayer.forward` on the new positions only, its attentions reading and filling `cache`."""
-    x = layer.sublayers[0](x, lambda y: cached_self_attention(layer.self_attn, y, tgt_mask, cache))
-    x = layer.sublayers[1](x, lambda y: cached_cross_attention(layer.cross_attn, y, memory, memory_mask, cache))
-    return layer.sublayers[2](x, layer.ffn)
+def _check_decode_cached(model, tgt_in, memory, src, cache) -> None:
+    check_decode_inputs(tgt_in, memory, src)
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+    if len(cache.layers) != len(model.decoder.layers):
+        raise ValueError(f"cache has {len(cache.layers)} layers, the decoder has {len(model.decoder.layers)}")
+    if cache.length >= tgt_in.shape[1]:
+        raise ValueError(f"tgt_in has {tgt_in.shape[1]} positions, all already in the cache (length {cache.length})")
 
 
+@checked(_check_decode_cached)
 def decode_cached(
     model: Transformer, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: KVCache
 ) -> torch.Tensor:
     """`model.decode` for the positions of tgt_in (B, T) not in `cache` yet: logits (B, T - cache.length, V).
 
     The same numbers as `model.decode(tgt_in, memory, src)[:, cache.length:]`, computed from the new
-    positions alone.
+    positions alone: the decoder's layers run their own forward with the cache attached.
     """
-    check_decode_inputs(tgt_in, memory, src)
-    if len(cache.layers) != len(model.decoder.layers):
-        raise ValueError(f"cache has {len(cache.layers)} layers, the decoder has {len(model.decoder.layers)}")
     start, length = cache.length, tgt_in.shape[1]
-    if start >= length:
-        raise ValueError(f"tgt_in has {length} positions, all already in the cache (length {start})")
     x = model.positions(model.tgt_embed(tgt_in[:, start:]), offset=start)  # (B, T - start, D)
     # Rows start.. of the causal mask: the new positions see every cached one and themselves.
-    causal = causal_mask(length, tgt_in.device)[start:]  # (T - start, T)
-    tgt_mask = combine_masks(padding_mask(tgt_in, model.pad_id), causal)
-    memory_mask = padding_mask(src, model.pad_id)
-    for layer, layer_cache in zip(model.decoder.layers, cache.layers):
-        x = _cached_decoder_layer(cast(DecoderLayer, layer), x, memory, tgt_mask, memory_mask, layer_cache)
-    return model.generator(model.decoder.norm(x))
+    tgt_mask = combine_masks(padding_mask(tgt_in, model.pad_id), causal_mask(length, tgt_in.device)[start:])
+    with cache.attached(model.decoder.layers):
+        h = model.decoder(x, memory, tgt_mask, padding_mask(src, model.pad_id))
+    return model.lm_head(h)
 
 
 class CachedScorer:

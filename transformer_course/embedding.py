@@ -16,7 +16,7 @@ import math
 import torch
 from torch import nn
 
-from ._validate import check_positive_int, check_probability, check_tensor, check_token_id
+from ._validate import check_positive_int, check_probability, check_tensor, check_token_id, check_token_ids, checked
 
 
 def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
@@ -31,6 +31,17 @@ def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
     table[:, 0::2] = torch.sin(angle)
     table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
     return table.float()
+
+
+def _check_tokens(embedding, tokens) -> None:
+    check_tensor(tokens, "tokens", ndim=2, floating=False)
+    check_token_ids(tokens, "tokens", embedding.vocab_size)
+
+
+def _check_features(encoding, x, offset=0) -> None:
+    check_tensor(x, "x", ndim=3, floating=True)
+    if x.shape[-1] != encoding.d_model:
+        raise ValueError(f"x has {x.shape[-1]} features, expected d_model={encoding.d_model}")
 
 
 class TokenEmbedding(nn.Module):
@@ -52,13 +63,8 @@ class TokenEmbedding(nn.Module):
     def weight(self) -> torch.Tensor:
         return self.embedding.weight
 
+    @checked(_check_tokens)
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        check_tensor(tokens, "tokens", ndim=2, floating=False)
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
-            raise ValueError(
-                f"tokens contain ids in [{int(tokens.min())}, {int(tokens.max())}], "
-                f"expected ids in [0, {self.vocab_size - 1}] (vocab_size={self.vocab_size})"
-            )
         return self.embedding(tokens) * self.scale
 
 
@@ -86,11 +92,9 @@ class PositionalEncoding(nn.Module):
             )
         return self.pe[offset : offset + length]
 
+    @checked(_check_features)
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x (B, T, d_model); `offset` is the position of x's first row (0: x starts the sequence)."""
-        check_tensor(x, "x", ndim=3, floating=True)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x has {x.shape[-1]} features, expected d_model={self.d_model}")
         return self.dropout(x + self.table(x.shape[1], offset).to(x.dtype))
 
 

@@ -13,9 +13,11 @@ The output projection reuses the token embedding matrix E (weight tying, 权重�
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Protocol, cast, runtime_checkable
 
 import torch
@@ -23,19 +25,51 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._modes import evaluating
-from ._validate import check_positive_int, check_tensor
+from ._validate import check_bool, check_positive_int, check_probability, check_tensor, check_token_ids, checked
 from .decoding import check_finite_logits
-from .efficient import KVCache, LayerCache, cached_self_attention
+from .efficient import KVCache
 from .embedding import LearnedPositionalEncoding
 from .encoder import Encoder, EncoderLayer
 from .masks import causal_mask
 from .training import History
 
 
-def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
-    """A ValueError naming `name` unless every id of the tensor lies in [0, vocab_size)."""
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
-        raise ValueError(f"{name} must lie in [0, {vocab_size - 1}], got [{int(ids.min())}, {int(ids.max())}]")
+@dataclass(frozen=True)
+class GPTConfig:
+    """Everything that builds a `GPT`: `GPT.from_config(config)` rebuilds it, and a checkpoint stores it.
+    Every field is checked once, when the config is made."""
+
+    vocab_size: int
+    d_model: int = 256
+    n_heads: int = 4
+    n_layers: int = 4
+    d_ff: int = 1024
+    max_len: int = 256
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+            check_positive_int(getattr(self, name), name)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        check_probability(self.dropout, "dropout")
+
+
+def check_lm_inputs(model: LanguageModel, ids, cache: KVCache | None = None) -> None:
+    """A decoder-only model's forward(ids (B, T), cache) arguments: token ids in range, a cache of its depth, and
+    no more than max_len positions in all."""
+    vocab_size, n_blocks, max_len = model.vocab_size, model.config.n_layers, model.max_len
+    check_tensor(ids, "ids", ndim=2, floating=False)
+    if ids.shape[1] == 0:
+        raise ValueError("ids is empty: expected shape (B, T) with T >= 1")
+    check_token_ids(ids, "ids", vocab_size)
+    if cache is not None and not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
+    if cache is not None and len(cache.layers) != n_blocks:
+        raise ValueError(f"cache has {len(cache.layers)} layers, the model has {n_blocks} blocks")
+    length = ids.shape[1] + (0 if cache is None else cache.length)
+    if length > max_len:
+        raise ValueError(f"{length} positions exceed max_len={max_len}: shorten ids or build a larger model")
 
 
 class GPT(nn.Module):
@@ -56,10 +90,7 @@ class GPT(nn.Module):
         dropout: float = 0.1,
     ):
         super().__init__()
-        check_positive_int(vocab_size, "vocab_size")
-        check_positive_int(max_len, "max_len")
-        self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
-                           max_len=max_len, dropout=dropout)  # fmt: skip
+        self.config = GPTConfig(vocab_size, d_model, n_heads, n_layers, d_ff, max_len, dropout)
         self.vocab_size, self.max_len = vocab_size, max_len
         # No √d_model scaling (unlike chapter 8's TokenEmbedding): GPT-2 adds the raw embedding to the positions.
         self.token_embedding = nn.Embedding(vocab_size, d_model)
@@ -82,54 +113,31 @@ class GPT(nn.Module):
             for projection in (layer.self_attn.w_o, layer.ffn.w_2):
                 nn.init.normal_(projection.weight, std=0.02 / math.sqrt(2 * n_layers))
 
+    @classmethod
+    def from_config(cls, config: GPTConfig) -> GPT:
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+        return cls(**asdict(config))
+
     @property
     def layers(self) -> list[EncoderLayer]:
         """The blocks, in order."""
         return [cast(EncoderLayer, layer) for layer in self.blocks.layers]
 
+    @checked(check_lm_inputs)
     def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        self._check_inputs(ids, cache)
         start = 0 if cache is None else cache.length  # the position of ids' first token
-        length = start + ids.shape[1]
         x = self.positions(self.token_embedding(ids), offset=start)
         # Rows start.. of the causal mask: each new position sees the cached ones and itself, nothing later.
-        mask = causal_mask(length, device=ids.device)[start:]
-        if cache is None:
+        mask = causal_mask(start + ids.shape[1], device=ids.device)[start:]
+        # With a cache, the blocks' attention reads and fills it (chapter 13): the blocks run their own forward.
+        with contextlib.nullcontext() if cache is None else cache.attached(self.layers):
             x = self.blocks(x, mask)
-        else:
-            for layer, layer_cache in zip(self.layers, cache.layers):
-                x = cached_block(layer, x, mask, layer_cache)
-            x = self.blocks.norm(x)
         return self.lm_head(x)
-
-    def _check_inputs(self, ids, cache: KVCache | None) -> None:
-        check_lm_inputs(ids, cache, self.vocab_size, len(self.layers), self.max_len)
 
     def new_cache(self) -> KVCache:
         """An empty KV cache with one entry per block."""
         return KVCache(len(self.layers))
-
-
-def check_lm_inputs(ids, cache: KVCache | None, vocab_size: int, n_blocks: int, max_len: int) -> None:
-    """A decoder-only model's forward(ids (B, T), cache) arguments: token ids in range, a cache of its depth, and
-    no more than max_len positions in all."""
-    check_tensor(ids, "ids", ndim=2, floating=False)
-    if ids.shape[1] == 0:
-        raise ValueError("ids is empty: expected shape (B, T) with T >= 1")
-    check_token_ids(ids, "ids", vocab_size)
-    if cache is not None and not isinstance(cache, KVCache):
-        raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
-    if cache is not None and len(cache.layers) != n_blocks:
-        raise ValueError(f"cache has {len(cache.layers)} layers, the model has {n_blocks} blocks")
-    length = ids.shape[1] + (0 if cache is None else cache.length)
-    if length > max_len:
-        raise ValueError(f"{length} positions exceed max_len={max_len}: shorten ids or build a larger model")
-
-
-def cached_block(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor, cache: LayerCache) -> torch.Tensor:
-    """`EncoderLayer.forward` on the new positions x (B, t, D) only, its self-attention reading and filling `cache`."""
-    x = layer.sublayers[0](x, lambda y: cached_self_attention(layer.self_attn, y, mask, cache))
-    return layer.sublayers[1](x, layer.ffn)
 
 
 # ----------------------------------------------------------------------------------------- sampling
@@ -199,7 +207,9 @@ class LanguageModel(Protocol):
     def train(self, mode: bool = True) -> nn.Module: ...
 
 
-def _check_generate_args(model, ids, max_new_tokens, temperature, top_k, top_p, generator) -> None:
+def _check_generate_args(
+    model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True, generator=None
+) -> None:
     if not isinstance(model, LanguageModel):
         raise TypeError(
             "model must be a transformer_course.GPT or another language model with forward(ids, cache), "
@@ -231,9 +241,31 @@ def _check_generate_args(model, ids, max_new_tokens, temperature, top_k, top_p, 
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         if generator.device.type != ids.device.type:
             raise ValueError(f"generator is on {generator.device.type} but ids on {ids.device.type}: use one device")
+    check_bool(use_cache, "use_cache")
+
+
+class LMScorer:
+    """Next-token logits for growing sequences, the language model's twin of the translator's scorers
+    (chapter 12's `PrefixScorer`, chapter 13's `CachedScorer`): with the KV cache, each call runs the model on
+    the tokens added since the last call only; without it, on the whole sequence."""
+
+    def __init__(self, model: LanguageModel, use_cache: bool = True):
+        self.model = model
+        self.cache = model.new_cache() if use_cache else None
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (B, t) -> (B, V): the logits of the token after each row."""
+        new = ids if self.cache is None else ids[:, self.cache.length :]  # (B, t - cached)
+        return self.model(new, self.cache)[:, -1]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep the rows `rows` (a search that drops or repeats sequences)."""
+        if self.cache is not None:
+            self.cache.select(rows)
 
 
 @torch.no_grad()
+@checked(_check_generate_args)
 def generate(
     model: GPT,
     ids: torch.Tensor,
@@ -250,17 +282,12 @@ def generate(
     With a seeded `generator` the samples are reproducible; the KV cache (use_cache=True) changes the
     work, never the tokens. Every argument is checked before any work is done. Runs in eval mode.
     """
-    _check_generate_args(model, ids, max_new_tokens, temperature, top_k, top_p, generator)
     with evaluating(model):  # each submodule gets its own mode back afterwards
-        cache = model.new_cache() if use_cache else None
-        logits = model(ids, cache)[:, -1]  # the prompt in one pass; its last position predicts the next token
-        for step in range(max_new_tokens):
+        scorer = LMScorer(model, use_cache)  # the first call reads the whole prompt, later ones the new token
+        for _ in range(max_new_tokens):
+            logits = scorer(ids)  # (B, V)
             check_finite_logits(model, logits, ids.shape[1])  # NaN logits would make argmax pick token 0
-            next_token = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
-            ids = torch.cat([ids, next_token], dim=1)
-            if step + 1 < max_new_tokens:
-                # With the cache only the new token goes in; without it the whole sequence is recomputed.
-                logits = (model(next_token, cache) if use_cache else model(ids))[:, -1]
+            ids = torch.cat([ids, sample_next(logits, temperature, top_k, top_p, generator)], dim=1)  # (B, t + 1)
     return ids
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import check_positive_int, check_tensor
+from ._validate import check_positive_int, check_tensor, checked
 
 
 def _check_bool_mask(mask, name: str = "mask") -> None:
@@ -22,8 +22,9 @@ def _check_bool_mask(mask, name: str = "mask") -> None:
         raise TypeError(f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}")
 
 
-def _check_masks_combine(masks: list) -> None:
+def _check_masks_combine(*masks) -> None:
     """Boolean masks whose shapes broadcast together (named masks[i], counting the ones given)."""
+    masks = tuple(m for m in masks if m is not None)
     for i, m in enumerate(masks):
         _check_bool_mask(m, f"masks[{i}]")
     try:
@@ -33,31 +34,39 @@ def _check_masks_combine(masks: list) -> None:
         raise ValueError(f"masks of shapes {shapes} do not broadcast together: line up their dimensions") from None
 
 
+def _check_causal(size, device=None) -> None:
+    check_positive_int(size, "size")
+
+
+def _check_padding(tokens, pad_id=0) -> None:
+    check_tensor(tokens, "tokens", ndim=2, floating=False)
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+        raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__}")
+
+
+@checked(_check_causal)
 def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
     """(size, size) bool, True on and below the diagonal: position t may attend to 0..t only."""
-    check_positive_int(size, "size")
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()
 
 
+@checked(_check_padding)
 def padding_mask(tokens: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """(B, 1, 1, T) bool from token ids (B, T): True at real tokens, False at padding.
 
     The two singleton dimensions broadcast over heads and query positions, so one mask serves
     every query of every head: a padded key is hidden from all of them.
     """
-    check_tensor(tokens, "tokens", ndim=2, floating=False)
-    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
-        raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__}")
     return (tokens != pad_id)[:, None, None, :]
 
 
+@checked(_check_masks_combine)
 def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     """Logical AND of boolean masks, broadcast together: a key is visible only if every mask allows it.
 
     `None` entries (no restriction) are skipped; with no mask left the result is None.
     """
     present = [m for m in masks if m is not None]
-    _check_masks_combine(present)
     if not present:
         return None
     combined = present[0]

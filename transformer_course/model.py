@@ -11,13 +11,14 @@ projection are one matrix (paper §3.4), which needs one vocabulary for both lan
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
 from ._modes import evaluating
-from ._validate import check_positive_int, check_probability, check_tensor
+from ._validate import check_positive_int, check_probability, check_tensor, check_token_ids, checked
 from .decoder import Decoder
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding
 from .encoder import Encoder
@@ -66,6 +67,21 @@ class TransformerConfig:
             raise ValueError(f"positional={self.positional!r} is not one of {sorted(POSITIONAL)}")
 
 
+def _check_encode(model, src) -> None:
+    check_tokens(src, "src", model.config.src_vocab_size)
+
+
+def _check_decode(model, tgt_in, memory, src) -> None:
+    check_decode_inputs(tgt_in, memory, src, model.config)
+
+
+def _check_forward(model, src, tgt_in) -> None:
+    check_tokens(src, "src", model.config.src_vocab_size)
+    check_tokens(tgt_in, "tgt_in", model.config.tgt_vocab_size)
+    if src.shape[0] != tgt_in.shape[0]:
+        raise ValueError(f"src and tgt_in must share the batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
+
+
 class Transformer(nn.Module):
     """The encoder-decoder Transformer. forward(src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size)."""
 
@@ -96,11 +112,12 @@ class Transformer(nn.Module):
         self.positions = POSITIONAL[positional](d_model, max_len, dropout)
         self.encoder = Encoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first, activation)
         self.decoder = Decoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first, activation)
-        self.generator = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self.lm_head = nn.Linear(d_model, tgt_vocab_size, bias=False)  # the output layer: D -> target vocabulary
         self._init_weights()
         if share_embeddings:
             self.tgt_embed.embedding.weight = self.src_embed.weight
-            self.generator.weight = self.src_embed.weight
+            self.lm_head.weight = self.src_embed.weight
+        self._register_load_state_dict_pre_hook(_rename_generator)
 
     @classmethod
     def from_config(cls, config: TransformerConfig) -> Transformer:
@@ -114,38 +131,53 @@ class Transformer(nn.Module):
             if p.dim() > 1 and not name.startswith("positions"):
                 nn.init.xavier_uniform_(p)
 
+    @property
+    def generator(self) -> nn.Linear:
+        """Deprecated name of `lm_head` (the output layer; "generator" also names torch.Generator arguments)."""
+        warnings.warn("Transformer.generator is deprecated: use Transformer.lm_head", DeprecationWarning, stacklevel=2)
+        return self.lm_head
+
+    @checked(_check_encode)
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src (B, S) token ids -> memory (B, S, d_model)."""
-        check_tokens(src, "src")
         x = self.positions(self.src_embed(src))
         return self.encoder(x, padding_mask(src, self.pad_id))
 
+    @checked(_check_decode)
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, V) for the decoder input tgt_in (B, T), given the encoder's memory (B, S, D) of src (B, S)."""
-        check_decode_inputs(tgt_in, memory, src)
         x = self.positions(self.tgt_embed(tgt_in))
         # Position t may see the target positions 0..t that are not padding.
         tgt_mask = combine_masks(padding_mask(tgt_in, self.pad_id), causal_mask(tgt_in.shape[1], tgt_in.device))
         h = self.decoder(x, memory, tgt_mask, padding_mask(src, self.pad_id))
-        return self.generator(h)
+        return self.lm_head(h)
 
+    @checked(_check_forward)
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        if src.shape[0] != tgt_in.shape[0]:
-            raise ValueError(f"src and tgt_in must share the batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
         return self.decode(tgt_in, self.encode(src), src)
 
 
-def check_tokens(tokens, name: str) -> None:
-    """Token ids (B, T) with T >= 1."""
+def _rename_generator(state_dict, prefix, *args) -> None:
+    """Load a state_dict saved before the output layer was renamed: `generator.weight` is `lm_head.weight`."""
+    old = prefix + "generator.weight"
+    if old in state_dict:
+        state_dict[prefix + "lm_head.weight"] = state_dict.pop(old)
+
+
+def check_tokens(tokens, name: str, vocab_size: int | None = None) -> None:
+    """Token ids (B, T) with T >= 1, each in [0, vocab_size) when vocab_size is given."""
     check_tensor(tokens, name, ndim=2, floating=False)
     if tokens.shape[1] == 0:
         raise ValueError(f"{name} is empty: expected shape (B, T) with T >= 1")
+    if vocab_size is not None:
+        check_token_ids(tokens, name, vocab_size)
 
 
-def check_decode_inputs(tgt_in, memory, src) -> None:
-    """Token ids tgt_in (B, T) and src (B, S), and memory (B, S, D), with one batch size."""
-    check_tokens(tgt_in, "tgt_in")
-    check_tokens(src, "src")
+def check_decode_inputs(tgt_in, memory, src, config: TransformerConfig | None = None) -> None:
+    """Token ids tgt_in (B, T) and src (B, S) (in the vocabularies of `config`, if given), and memory (B, S, D),
+    with one batch size."""
+    check_tokens(tgt_in, "tgt_in", None if config is None else config.tgt_vocab_size)
+    check_tokens(src, "src", None if config is None else config.src_vocab_size)
     check_tensor(memory, "memory", ndim=3, floating=True)
     if not (tgt_in.shape[0] == memory.shape[0] == src.shape[0]):
         raise ValueError(

@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_bool, check_positive_int
+from ._validate import check_bool, check_positive_int, checked
+from .attention import attention_scale
 from .efficient import KVCache, LayerCache
 from .gpt import check_lm_inputs
 from .masks import causal_mask
@@ -180,7 +181,7 @@ class GroupedQueryAttention(nn.Module):
         super().__init__()
         # n_kv_heads is an int once ModernConfig.__post_init__ has filled in its default.
         self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, cast(int, config.n_kv_heads), config.head_dim
-        self.scale = 1 / math.sqrt(self.head_dim)  # 1/√d_k: the only place this module's scale is written
+        self.scale = attention_scale(self.head_dim)  # 1/√d_k, from chapter 2's one definition
         kv_dim = self.n_kv_heads * self.head_dim
         self.w_q = nn.Linear(config.d_model, config.d_model, bias=False)
         self.w_k = nn.Linear(config.d_model, kv_dim, bias=False)  # fewer heads: a narrower matrix
@@ -254,17 +255,14 @@ class ModernDecoder(nn.Module):
         if config.tie_weights:
             self.lm_head.weight = self.token_embedding.weight
 
+    @checked(check_lm_inputs)
     def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        self._check_inputs(ids, cache)
         start = 0 if cache is None else cache.length  # the position of ids' first token
         rope = self.rope(start, ids.shape[1])  # (T, head_dim) each, shared by every block
         x = self.token_embedding(ids)
         for i, block in enumerate(self.blocks):
             x = block(x, rope, None if cache is None else cache.layers[i])
         return self.lm_head(self.norm(x))
-
-    def _check_inputs(self, ids, cache: KVCache | None) -> None:
-        check_lm_inputs(ids, cache, self.vocab_size, len(self.blocks), self.max_len)
 
     def new_cache(self) -> KVCache:
         """An empty KV cache with one entry per block; it stores n_kv_heads heads per layer."""

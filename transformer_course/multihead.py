@@ -15,17 +15,31 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_positive_int, check_probability, check_tensor
+from ._validate import check_positive_int, check_probability, check_tensor, checked
 from .attention import check_mask, scaled_dot_product_attention
 
 
+def _check_split(x, n_heads) -> None:
+    """x (B, T, D) with D divisible by n_heads."""
+    check_tensor(x, "x", ndim=3)
+    check_positive_int(n_heads, "n_heads")
+    if x.shape[-1] % n_heads:
+        raise ValueError(f"x has {x.shape[-1]} features, which n_heads={n_heads} does not divide")
+
+
+def _check_merge(x) -> None:
+    """x (B, H, T, d_k)."""
+    check_tensor(x, "x", ndim=4)
+
+
+@checked(_check_split)
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(B, T, D) -> (B, H, T, D / H): head i gets features i*d_k .. (i+1)*d_k - 1."""
-    _check_split(x, n_heads)
     batch, length, d_model = x.shape
     return x.view(batch, length, n_heads, d_model // n_heads).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
 
 
+@checked(_check_merge)
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, T, d_k) -> (B, T, H * d_k), the inverse of `split_heads`.
 
@@ -34,6 +48,46 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """
     batch, n_heads, length, d_k = x.shape
     return x.transpose(1, 2).reshape(batch, length, n_heads * d_k)  # (B, T, H, d_k) -> (B, T, H * d_k)
+
+
+def _check_sizes(d_model, n_heads) -> None:
+    check_positive_int(d_model, "d_model")
+    check_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+
+
+def _check_inputs(m, query, key, value, mask=None) -> None:
+    """Shapes (B, T, d_model) that agree, and a mask that broadcasts to (B, H, T_q, T_k)."""
+    weight = m.w_q.weight
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor(x, name, ndim=3, floating=True)
+        if x.shape[-1] != m.d_model:
+            raise ValueError(f"{name} has {x.shape[-1]} features, expected d_model={m.d_model}")
+        if x.dtype != weight.dtype:
+            raise TypeError(f"{name} has dtype {x.dtype} but the weights {weight.dtype}: convert one with .to()")
+        if x.device != weight.device:
+            raise ValueError(f"{name} is on {x.device} but the weights on {weight.device}: move one with .to()")
+    if key.shape[:2] != value.shape[:2]:
+        raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must share (B, T_k)")
+    if query.shape[0] != key.shape[0]:
+        raise ValueError(f"query has batch size {query.shape[0]} but key has {key.shape[0]}")
+    if mask is not None:
+        check_head_mask(mask, query.shape[0], m.n_heads, query.shape[1], key.shape[1])
+
+
+def check_head_mask(mask, batch: int, n_heads: int, q_len: int, k_len: int) -> None:
+    """A bool mask of shape (T_q, T_k) or (B or 1, H or 1, T_q, T_k), with T_q, T_k also allowed to be 1."""
+    lead = tuple(mask.shape[:-2]) if isinstance(mask, torch.Tensor) else ()
+    # A 3-D (B, T_q, T_k) mask would broadcast B against the head axis: refuse it rather than guess.
+    if len(lead) > 2 or (len(lead) == 1 and lead[0] != 1):
+        raise ValueError(
+            f"mask has shape {tuple(mask.shape)}; expected (T_q, T_k) or (B or 1, H or 1, T_q, T_k): "
+            "add the head axis with mask[:, None]"
+        )
+    if len(lead) == 2 and (lead[0] not in (1, batch) or lead[1] not in (1, n_heads)):
+        raise ValueError(f"mask has shape {tuple(mask.shape)}, expected ({batch} or 1, {n_heads} or 1, T_q, T_k)")
+    check_mask(mask, "mask", (batch, n_heads, q_len, k_len))
 
 
 class MultiHeadAttention(nn.Module):
@@ -57,16 +111,20 @@ class MultiHeadAttention(nn.Module):
         self.attention: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] = scaled_dot_product_attention
         self.attn_weights: torch.Tensor | None = None
 
+    @checked(_check_inputs)
     def forward(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        _check_inputs(self, query, key, value, mask)
+        q, k, v = self.project(query, key, value)  # (B, H, T, d_k) each
+        return self.attend(q, k, v, mask)
+
+    def project(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Q, K and V cut into heads: query (B, T_q, D), key and value (B, T_k, D) -> (B, H, T, d_k) each."""
         if query is key and key is value:  # self-attention: Q, K and V from one stacked product (section 4.4)
             q, k, v = self.project_qkv(query)
         else:
             q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
-        q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # (B, T, D) -> (B, H, T, d_k)
-        return self.attend(q, k, v, mask)
+        return tuple(split_heads(t, self.n_heads) for t in (q, k, v))  # (B, T, D) -> (B, H, T, d_k)
 
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
@@ -109,51 +167,3 @@ class MultiHeadAttention(nn.Module):
                 new.w_o.bias.copy_(m.out_proj.bias)
             new.w_o.weight.copy_(m.out_proj.weight)
         return new
-
-
-def _check_sizes(d_model, n_heads) -> None:
-    check_positive_int(d_model, "d_model")
-    check_positive_int(n_heads, "n_heads")
-    if d_model % n_heads:
-        raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-
-
-def _check_inputs(m: MultiHeadAttention, query, key, value, mask) -> None:
-    """Shapes (B, T, d_model) that agree, and a mask that broadcasts to (B, H, T_q, T_k)."""
-    weight = m.w_q.weight
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        check_tensor(x, name, ndim=3, floating=True)
-        if x.shape[-1] != m.d_model:
-            raise ValueError(f"{name} has {x.shape[-1]} features, expected d_model={m.d_model}")
-        if x.dtype != weight.dtype:
-            raise TypeError(f"{name} has dtype {x.dtype} but the weights {weight.dtype}: convert one with .to()")
-        if x.device != weight.device:
-            raise ValueError(f"{name} is on {x.device} but the weights on {weight.device}: move one with .to()")
-    if key.shape[:2] != value.shape[:2]:
-        raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must share (B, T_k)")
-    if query.shape[0] != key.shape[0]:
-        raise ValueError(f"query has batch size {query.shape[0]} but key has {key.shape[0]}")
-    if mask is not None:
-        check_head_mask(mask, query.shape[0], m.n_heads, query.shape[1], key.shape[1])
-
-
-def check_head_mask(mask, batch: int, n_heads: int, q_len: int, k_len: int) -> None:
-    """A bool mask of shape (T_q, T_k) or (B or 1, H or 1, T_q, T_k), with T_q, T_k also allowed to be 1."""
-    lead = tuple(mask.shape[:-2]) if isinstance(mask, torch.Tensor) else ()
-    # A 3-D (B, T_q, T_k) mask would broadcast B against the head axis: refuse it rather than guess.
-    if len(lead) > 2 or (len(lead) == 1 and lead[0] != 1):
-        raise ValueError(
-            f"mask has shape {tuple(mask.shape)}; expected (T_q, T_k) or (B or 1, H or 1, T_q, T_k): "
-            "add the head axis with mask[:, None]"
-        )
-    if len(lead) == 2 and (lead[0] not in (1, batch) or lead[1] not in (1, n_heads)):
-        raise ValueError(f"mask has shape {tuple(mask.shape)}, expected ({batch} or 1, {n_heads} or 1, T_q, T_k)")
-    check_mask(mask, "mask", (batch, n_heads, q_len, k_len))
-
-
-def _check_split(x, n_heads) -> None:
-    """x (B, T, D) with D divisible by n_heads."""
-    check_tensor(x, "x", ndim=3)
-    check_positive_int(n_heads, "n_heads")
-    if x.shape[-1] % n_heads:
-        raise ValueError(f"x has {x.shape[-1]} features, which n_heads={n_heads} does not divide")

@@ -1,0 +1,284 @@
+"""The package's inference seam and its doors (issue 21): one place for the cache, checks once at the door.
+
+* The KV cache is a strategy of the attention module (`KVCache.attached` swaps `MultiHeadAttention.project`);
+  the layers run their own `forward` in both paths, and afterwards every module has its own `project` back.
+* `_validate.checked`: the outermost public call checks its arguments; the calls inside it do not check again.
+* Renamed names keep working one release, with a DeprecationWarning: `keep_attention_weights`,
+  `Transformer.generator`, and state_dicts saved with `generator.weight`.
+* Rotary position embeddings added to `tc.GPT` from outside the package in three edits, through the seam:
+  cached and uncached decoding stay equal.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import transformer_course as tc
+from transformer_course import _validate
+from transformer_course.efficient import KVCache, decode_cached
+
+# ----------------------------------------------------------------------------------------- the door
+
+
+def test_the_door_checks_the_outermost_call_only():
+    calls = []
+
+    def check(x):
+        calls.append(x)
+        if x < 0:
+            raise ValueError("x must be >= 0")
+
+    @_validate.checked(check)
+    def inner(x):
+        return x + 1
+
+    @_validate.checked(check)
+    def outer(x):
+        return inner(x - 10)  # inner gets -9 or so: its check must not run inside the door
+
+    assert inner(1) == 2 and calls == [1]
+    calls.clear()
+    assert outer(5) == -4 and calls == [5]
+    with pytest.raises(ValueError, match="x must be >= 0"):
+        outer(-1)
+    # After an error inside or at the door, the next call is checked again.
+    with pytest.raises(ValueError, match="x must be >= 0"):
+        inner(-1)
+
+
+def test_a_model_forward_checks_its_inputs_once(monkeypatch):
+    # Count the checks that run while a Transformer translates: the door's (forward) and nothing inside it.
+    counted: list[str] = []
+    original = _validate.check_tensor
+
+    def counting(x, name, *args, **kwargs):
+        counted.append(name)
+        return original(x, name, *args, **kwargs)
+
+    for module in (tc.attention, tc.multihead, tc.masks, tc.embedding, tc.model):
+        monkeypatch.setattr(module, "check_tensor", counting)
+    torch.manual_seed(0)
+    model = tc.Transformer(11, 11, d_model=16, n_heads=2, n_layers=2, d_ff=32).eval()
+    src, tgt = torch.randint(1, 11, (2, 5)), torch.randint(1, 11, (2, 4))
+    model(src, tgt)
+    assert counted == ["src", "tgt_in"]
+    counted.clear()
+    tc.MultiHeadAttention(16, 2)(torch.zeros(1, 3, 16), torch.zeros(1, 3, 16), torch.zeros(1, 3, 16))
+    assert counted == ["query", "key", "value"]  # called directly, a layer is its own door
+
+
+def test_a_layer_called_alone_still_refuses_bad_input():
+    mha = tc.MultiHeadAttention(16, 2)
+    with pytest.raises(ValueError, match="query has 8 features, expected d_model=16"):
+        mha(torch.zeros(1, 3, 8), torch.zeros(1, 3, 16), torch.zeros(1, 3, 16))
+    with pytest.raises(ValueError, match=r"x must have 4 dimensions"):
+        tc.merge_heads(torch.zeros(2, 3, 4))
+
+
+def test_the_attention_scale_is_written_once():
+    q, k, v = torch.randn(2, 5, 6), torch.randn(2, 7, 6), torch.randn(2, 7, 6)
+    expected = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(6), dim=-1) @ v  # by hand, the paper's formula
+    assert tc.attention_scale(6) == pytest.approx(1 / math.sqrt(6))
+    torch.testing.assert_close(tc.scaled_dot_product_attention(q, k, v)[0], expected)
+    torch.testing.assert_close(tc.fused_attention(q, k, v), expected)
+
+
+def test_changing_the_scale_changes_both_kernels_alike(monkeypatch):
+    # The teaching path and the fused kernel read the scale from one function: change it, and both follow.
+    q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 8)
+    monkeypatch.setattr(tc.attention, "attention_scale", lambda d_k: 0.5)
+    monkeypatch.setattr(tc.efficient, "attention_scale", lambda d_k: 0.5)
+    expected = torch.softmax(0.5 * q @ k.transpose(-2, -1), dim=-1) @ v
+    torch.testing.assert_close(tc.scaled_dot_product_attention(q, k, v)[0], expected)
+    torch.testing.assert_close(tc.fused_attention(q, k, v), expected)
+
+
+# ----------------------------------------------------------------------------------------- the cache seam
+
+
+def _translator(seed: int = 0) -> tc.Transformer:
+    torch.manual_seed(seed)
+    return tc.Transformer(13, 13, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0).eval()
+
+
+def test_attached_cache_swaps_project_and_gives_it_back():
+    model = _translator()
+    attentions = [m for m in model.decoder.modules() if isinstance(m, tc.MultiHeadAttention)]
+    cache = KVCache(2)
+    with cache.attached(model.decoder.layers):
+        assert all("project" in vars(m) for m in attentions)
+    assert not any("project" in vars(m) for m in attentions)
+    with pytest.raises(RuntimeError, match="boom"), cache.attached(model.decoder.layers):
+        raise RuntimeError("boom")
+    assert not any("project" in vars(m) for m in attentions)  # given back after an error too
+    with pytest.raises(ValueError, match="cache has 3 layers, the model has 2"):
+        KVCache(3).attached(model.decoder.layers).__enter__()
+
+
+def test_cached_decoding_runs_the_layers_own_forward(monkeypatch):
+    # The cache changes what the attention module projects, not the layers: every DecoderLayer.forward runs.
+    model = _translator()
+    src, tgt = torch.randint(1, 13, (2, 5)), torch.randint(1, 13, (2, 6))
+    calls = []
+    original = tc.DecoderLayer.forward
+    monkeypatch.setattr(tc.DecoderLayer, "forward", lambda self, *a: calls.append(1) or original(self, *a))
+    with torch.no_grad():
+        memory = model.encode(src)
+        cache = KVCache(2)
+        steps = [decode_cached(model, tgt[:, : t + 1], memory, src, cache) for t in range(6)]
+        full = model.decode(tgt, memory, src)
+    assert len(calls) == 2 * 6 + 2
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------- renamed names
+
+
+def test_keep_attention_weights_is_a_deprecated_alias():
+    mha = tc.MultiHeadAttention(8, 2)
+    with pytest.warns(DeprecationWarning, match="use_fused_attention"):
+        tc.keep_attention_weights(mha, False)
+    assert mha.attention is not tc.scaled_dot_product_attention
+    with pytest.warns(DeprecationWarning):
+        tc.keep_attention_weights(mha, True)
+    assert mha.attention is tc.scaled_dot_product_attention
+    with pytest.raises(TypeError, match="on must be a bool"):
+        tc.use_fused_attention(mha, "yes")
+
+
+def test_generator_is_a_deprecated_name_of_lm_head():
+    model = _translator()
+    with pytest.warns(DeprecationWarning, match="lm_head"):
+        assert model.generator is model.lm_head
+
+
+def test_a_state_dict_saved_with_generator_loads_into_lm_head():
+    model, other = _translator(0), _translator(1)
+    old = {("generator.weight" if k == "lm_head.weight" else k): v for k, v in model.state_dict().items()}
+    assert "generator.weight" in old and "lm_head.weight" not in old
+    other.load_state_dict(old)
+    assert torch.equal(other.lm_head.weight, model.lm_head.weight)
+
+
+# ----------------------------------------------------------------------------------------- configs
+
+
+def test_gpt_config_is_validated_once_and_rebuilds_the_model():
+    config = tc.GPTConfig(vocab_size=20, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=12, dropout=0.0)
+    torch.manual_seed(0)
+    model = tc.GPT.from_config(config)
+    assert model.config == config and len(model.layers) == 2 and model.max_len == 12
+    with pytest.raises(ValueError, match="d_model=16 is not divisible by n_heads=3"):
+        tc.GPTConfig(vocab_size=20, d_model=16, n_heads=3)
+    with pytest.raises(ValueError, match=r"dropout=1.5 must be in \[0, 1\)"):
+        tc.GPTConfig(vocab_size=20, dropout=1.5)
+    with pytest.raises(TypeError, match="config must be a GPTConfig"):
+        tc.GPT.from_config({"vocab_size": 20})
+    with pytest.raises(AttributeError):
+        config.d_model = 32  # frozen
+
+
+# ----------------------------------------------------------------------------------------- RoPE in three edits
+
+
+class RotaryAttention(tc.MultiHeadAttention):
+    """Edit 1: rotate queries and keys by their positions where both paths meet, in `attend`.
+
+    `attend` receives the queries of the last T_q positions and the keys of all T_k positions, in the full pass
+    (T_q = T_k) as in a cached step (the cache stores the keys unrotated), so the angles are known from the
+    shapes alone; rotating every key again costs O(T_k · d_k), the order of the attention step itself.
+    """
+
+    def attend(self, q, k, v, mask=None):
+        t_q, t_k = q.shape[2], k.shape[2]
+        cos, sin = self.rope(0, t_k)  # (T_k, d_k)
+        q = tc.apply_rope(q, cos[t_k - t_q :], sin[t_k - t_q :])
+        return super().attend(q, tc.apply_rope(k, cos, sin), v, mask)
+
+
+class NoPositions(nn.Module):
+    """Edit 3: RoPE carries the positions, so nothing is added to the embeddings."""
+
+    def forward(self, x, offset=0):
+        return x
+
+
+def add_rope(model: tc.GPT) -> tc.GPT:
+    for layer in model.layers:  # edit 2: every block's attention becomes rotary, keeping its weights
+        layer.self_attn.__class__ = RotaryAttention
+        layer.self_attn.rope = tc.RotaryEmbedding(layer.self_attn.d_k)
+    model.positions = NoPositions()  # edit 3
+    return model
+
+
+def test_rope_added_in_three_edits_decodes_equally_with_and_without_the_cache():
+    torch.manual_seed(0)
+    model = add_rope(tc.GPT(30, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=40, dropout=0.0)).eval()
+    ids = torch.randint(0, 30, (3, 4))
+    cached = tc.generate(model, ids, 12, temperature=0)
+    uncached = tc.generate(model, ids, 12, temperature=0, use_cache=False)
+    assert torch.equal(cached, uncached)
+    # And the logits of every step agree, not only their argmax.
+    with torch.no_grad():
+        full = model(cached)
+        cache = model.new_cache()
+        steps = [model(cached[:, :4], cache)] + [model(cached[:, t : t + 1], cache) for t in range(4, cached.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_rope_makes_attention_depend_on_relative_positions_only():
+    # The rotated model sees no absolute position: a sequence shifted right behind a prefix attends the same way.
+    torch.manual_seed(0)
+    attn = RotaryAttention(16, 2).eval()
+    attn.rope = tc.RotaryEmbedding(attn.d_k)
+    x = torch.randn(1, 5, 16)
+    mask = tc.causal_mask(5)
+    alone = attn(x, x, x, mask)
+    with_prefix = torch.cat([torch.randn(1, 3, 16), x], dim=1)
+    # Queries of the last 5 positions over the keys of those same 5 (the prefix hidden): the same outputs.
+    hide_prefix = torch.cat([torch.zeros(5, 3, dtype=torch.bool), mask], dim=1)  # (5, 8)
+    q, _, _ = attn.project(x, x, x)
+    _, k_all, v_all = attn.project(with_prefix, with_prefix, with_prefix)
+    shifted = attn.attend(q, k_all, v_all, hide_prefix)
+    torch.testing.assert_close(shifted, alone, atol=1e-5, rtol=1e-5)
+
+
+def test_the_rope_test_would_catch_unrotated_keys():
+    # The equality above is not automatic: rotate only the queries and a shifted sequence attends differently.
+    class QueriesOnly(RotaryAttention):
+        def attend(self, q, k, v, mask=None):
+            cos, sin = self.rope(0, k.shape[2])
+            t_q = q.shape[2]
+            return tc.MultiHeadAttention.attend(self, tc.apply_rope(q, cos[-t_q:], sin[-t_q:]), k, v, mask)
+
+    torch.manual_seed(0)
+    attn = QueriesOnly(16, 2).eval()
+    attn.rope = tc.RotaryEmbedding(attn.d_k)
+    x = torch.randn(1, 5, 16)
+    with_prefix = torch.cat([torch.randn(1, 3, 16), x], dim=1)
+    hide_prefix = torch.cat([torch.zeros(5, 3, dtype=torch.bool), tc.causal_mask(5)], dim=1)
+    q, _, _ = attn.project(x, x, x)
+    _, k_all, v_all = attn.project(with_prefix, with_prefix, with_prefix)
+    assert not torch.allclose(attn.attend(q, k_all, v_all, hide_prefix), attn(x, x, x, tc.causal_mask(5)), atol=1e-4)
+
+
+# ----------------------------------------------------------------------------------------- the GPU path
+
+
+def test_token_ids_off_the_cpu_are_checked_without_reading_them(monkeypatch):
+    # On a GPU, reading the ids would make the host wait at every call: the check is queued instead.
+    queued = []
+    monkeypatch.setattr(torch, "_assert_async", lambda cond, message: queued.append((bool(cond), message)))
+
+    class FakeDevice:
+        type = "cuda"
+
+    ids = torch.tensor([[1, 2, 40]])
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda self: FakeDevice()))
+    _validate.check_token_ids(ids, "ids", 30)
+    monkeypatch.undo()
+    assert queued == [(False, "ids: expected ids in [0, 29] (vocab_size=30)")]
