@@ -19,12 +19,12 @@ def test_top_level_rows_shapes_and_counts():
     model = small_model(share=False)
     result = tc.summary(model, SRC, TGT_IN, max_depth=1)
     rows = {row.name: row for row in result.rows}
-    assert list(rows) == ["src_embed", "tgt_embed", "positions", "encoder", "decoder", "generator"]
+    assert list(rows) == ["src_embed", "tgt_embed", "positions", "encoder", "decoder", "lm_head"]
     assert rows["src_embed"].shapes == ((2, 4, 16),)
     assert rows["positions"].shapes == ((2, 4, 16), (2, 5, 16))  # one table, applied to the source then the target
-    assert rows["generator"].shapes == ((2, 5, 20),)
+    assert rows["lm_head"].shapes == ((2, 5, 20),)
     assert rows["encoder"].params == tc.count_parameters(model.encoder)
-    assert rows["src_embed"].params == 30 * 16 and rows["generator"].params == 20 * 16
+    assert rows["src_embed"].params == 30 * 16 and rows["lm_head"].params == 20 * 16
     assert all(row.tied_to is None for row in result.rows)
     assert sum(row.params for row in result.rows) == result.total == tc.count_parameters(model)
 
@@ -33,7 +33,7 @@ def test_tied_weights_are_marked_and_counted_once():
     model = small_model(share=True)
     result = tc.summary(model, SRC, SRC[:, :3])
     rows = {row.name: row for row in result.rows}
-    assert rows["tgt_embed"].tied_to == "src_embed" and rows["generator"].tied_to == "src_embed"
+    assert rows["tgt_embed"].tied_to == "src_embed" and rows["lm_head"].tied_to == "src_embed"
     assert rows["src_embed"].tied_to is None
     top = [row for row in result.rows if row.depth == 1]
     assert sum(row.params for row in top if row.tied_to is None) == result.total

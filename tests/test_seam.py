@@ -282,3 +282,50 @@ def test_token_ids_off_the_cpu_are_checked_without_reading_them(monkeypatch):
     _validate.check_token_ids(ids, "ids", 30)
     monkeypatch.undo()
     assert queued == [(False, "ids: expected ids in [0, 29] (vocab_size=30)")]
+
+
+# ----------------------------------------------------------------------------------------- checked once
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: tc.Transformer(20, 20, d_model=16, n_heads=2, n_layers=6, d_ff=32),
+        lambda: tc.GPT(20, d_model=16, n_heads=2, n_layers=6, d_ff=32, max_len=8),
+    ],
+    ids=["Transformer", "GPT"],
+)
+def test_building_a_model_checks_d_model_once(monkeypatch, build):
+    # A 6+6-layer Transformer used to check d_model 65 times, in every module it builds; now its door checks it.
+    counted = []
+    original = _validate.check_positive_int
+
+    def counting(value, name):
+        counted.append(name)
+        return original(value, name)
+
+    for module in (tc.multihead, tc.ffn, tc.norm, tc.embedding, tc.encoder, tc.model, tc.gpt):
+        monkeypatch.setattr(module, "check_positive_int", counting)
+    build()
+    assert counted.count("d_model") == 1 and counted.count("n_heads") == 1
+
+
+def test_a_layer_built_alone_checks_its_own_arguments():
+    with pytest.raises(ValueError, match="d_model=10 is not divisible by n_heads=4"):
+        tc.EncoderLayer(10, 4, 32)
+    with pytest.raises(ValueError, match="activation='swish' is not one of"):
+        tc.Decoder(16, 2, 32, n_layers=2, activation="swish")
+    with pytest.raises(ValueError, match="eps=0 must be positive"):
+        tc.EncoderLayer(16, 2, 32, eps=0)
+
+
+def test_layers_take_a_block_config_whole():
+    block = tc.encoder.BlockConfig(d_model=16, n_heads=2, d_ff=32, dropout=0.0, norm_first=True, activation="gelu")
+    torch.manual_seed(0)
+    layer = tc.EncoderLayer.from_config(block)
+    stack = tc.Decoder.from_config(block, n_layers=3)
+    assert layer.norm_first and layer.ffn.w_1.out_features == 32 and isinstance(layer.ffn.activation, nn.GELU)
+    assert len(stack.layers) == 3 and isinstance(stack.norm, tc.LayerNorm)
+    assert tc.GPTConfig(20, d_model=16, n_heads=2, d_ff=32).block.activation == "gelu"
+    with pytest.raises(ValueError, match="d_model=16 is not divisible by n_heads=3"):
+        tc.encoder.BlockConfig(d_model=16, n_heads=3)

@@ -16,6 +16,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 _door = threading.local()
 
 
+def at_the_door() -> bool:
+    """True unless a checked call is running on this thread (whose checks cover what it passes on)."""
+    return not getattr(_door, "inside", False)
+
+
 def checked(check: Callable[..., object]) -> Callable[[F], F]:
     """Run `check(*args, **kwargs)` before the function, at the door only.
 

@@ -7,10 +7,13 @@ queries from the decoder and its keys and values from the encoder's output (`mem
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import torch
 from torch import nn
 
-from ._validate import check_positive_int
+from ._validate import checked
+from .encoder import BlockConfig, check_layer_args, check_stack_args
 from .ffn import Activation, PositionwiseFeedForward
 from .interop import check_torch_module, check_torch_stack, copy_layer, copy_stack, torch_activation, torch_sizes
 from .multihead import MultiHeadAttention
@@ -25,6 +28,7 @@ class DecoderLayer(nn.Module):
     masks are bool, True = may attend.
     """
 
+    @checked(check_layer_args)
     def __init__(
         self,
         d_model: int,
@@ -54,6 +58,11 @@ class DecoderLayer(nn.Module):
         x = self.sublayers[1](x, lambda y: self.cross_attn(y, memory, memory, memory_mask))
         return self.sublayers[2](x, self.ffn)
 
+    @classmethod
+    def from_config(cls, config: BlockConfig) -> DecoderLayer:
+        """A DecoderLayer built from one BlockConfig, as nanoGPT's Block(config)."""
+        return cls(**asdict(config))
+
     @property
     def attn_weights(self) -> torch.Tensor | None:
         """The masked self-attention weights (B, H, T, T) of the last forward call."""
@@ -79,6 +88,7 @@ class DecoderLayer(nn.Module):
 class Decoder(nn.Module):
     """A stack of `n_layers` DecoderLayers; with Pre-LN a final LayerNorm normalises the output."""
 
+    @checked(check_stack_args)
     def __init__(
         self,
         d_model: int,
@@ -88,14 +98,15 @@ class Decoder(nn.Module):
         dropout: float = 0.1,
         norm_first: bool = False,
         activation: str | Activation = "relu",
+        eps: float = 1e-5,
+        bias: bool = True,
     ):
         super().__init__()
-        check_positive_int(n_layers, "n_layers")
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation) for _ in range(n_layers)
+            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation, eps, bias) for _ in range(n_layers)
         )
         # Pre-LN leaves the residual stream un-normalised after the last layer.
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+        self.norm = LayerNorm(d_model, eps, bias) if norm_first else nn.Identity()
 
     def forward(
         self,
@@ -107,6 +118,12 @@ class Decoder(nn.Module):
         for layer in self.layers:
             x = layer(x, memory, tgt_mask, memory_mask)
         return self.norm(x)
+
+    @classmethod
+    def from_config(cls, config: BlockConfig, n_layers: int) -> Decoder:
+        """`n_layers` DecoderLayers built from one BlockConfig."""
+        block = asdict(config)
+        return cls(block.pop("d_model"), block.pop("n_heads"), block.pop("d_ff"), n_layers, **block)
 
     @property
     def attn_weights(self) -> list:

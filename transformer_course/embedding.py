@@ -19,10 +19,14 @@ from torch import nn
 from ._validate import check_positive_int, check_probability, check_tensor, check_token_id, check_token_ids, checked
 
 
-def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
-    """The (max_len, d_model) sinusoidal table; even columns are sines, odd columns cosines."""
+def _check_sizes(max_len, d_model) -> None:
     check_positive_int(max_len, "max_len")
     check_positive_int(d_model, "d_model")
+
+
+@checked(_check_sizes)
+def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
+    """The (max_len, d_model) sinusoidal table; even columns are sines, odd columns cosines."""
     position = torch.arange(max_len, dtype=torch.float64)[:, None]
     # 10000^(-2i/d) for i = 0 .. ceil(d/2) - 1, computed in float64 so long tables stay accurate.
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
@@ -44,6 +48,18 @@ def _check_features(encoding, x, offset=0) -> None:
         raise ValueError(f"x has {x.shape[-1]} features, expected d_model={encoding.d_model}")
 
 
+def _check_vocab(embedding, vocab_size, d_model, pad_id=None) -> None:
+    check_positive_int(vocab_size, "vocab_size")
+    check_positive_int(d_model, "d_model")
+    _check_pad_id(pad_id, vocab_size)
+
+
+def _check_table(encoding, d_model, max_len=5000, dropout=0.0) -> None:
+    check_positive_int(d_model, "d_model")
+    check_positive_int(max_len, "max_len")
+    check_probability(dropout, "dropout")
+
+
 class TokenEmbedding(nn.Module):
     """Token ids (B, T) -> vectors (B, T, d_model), multiplied by √d_model as in the paper §3.4.
 
@@ -52,11 +68,11 @@ class TokenEmbedding(nn.Module):
     the positional encodings only while the vocabulary is close to d_model (chapters 8 and 11 measure it).
     """
 
+    @checked(_check_vocab)
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = None):
         super().__init__()
-        self.vocab_size = check_positive_int(vocab_size, "vocab_size")
-        self.d_model = check_positive_int(d_model, "d_model")
-        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=_check_pad_id(pad_id, vocab_size))
+        self.vocab_size, self.d_model = vocab_size, d_model
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.scale = math.sqrt(d_model)
 
     @property
@@ -73,11 +89,11 @@ class PositionalEncoding(nn.Module):
 
     pe: torch.Tensor  # (max_len, d_model)
 
+    @checked(_check_table)
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
         super().__init__()
-        self.d_model = check_positive_int(d_model, "d_model")
-        self.max_len = check_positive_int(max_len, "max_len")
-        self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
+        self.d_model, self.max_len = d_model, max_len
+        self.dropout = nn.Dropout(dropout)
         # A buffer, not a parameter: it moves with .to(device) and is never trained; persistent=False keeps
         # it out of the state_dict, since the formula rebuilds it.
         self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model), persistent=False)

@@ -8,15 +8,49 @@ shape (B, T, d_model), so layers stack.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import torch
 from torch import nn
 
-from ._validate import check_positive_int
-from .ffn import Activation, PositionwiseFeedForward
+from ._validate import at_the_door, check_bool, check_positive_int, checked
+from .ffn import Activation, PositionwiseFeedForward, check_activation
 from .interop import check_torch_module, check_torch_stack, copy_layer, copy_stack, torch_activation, torch_sizes
-from .multihead import MultiHeadAttention
-from .norm import LayerNorm
+from .multihead import MultiHeadAttention, check_head_sizes
+from .norm import LayerNorm, check_eps
 from .residual import SublayerConnection
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """One encoder or decoder layer's sizes and options, shared by the configs of every model built of them
+    (`TransformerConfig.block`, `GPTConfig.block`, `BERTConfig.block`). Checked once, when it is made."""
+
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1
+    norm_first: bool = False
+    activation: str | Activation = "relu"
+    eps: float = 1e-5
+    bias: bool = True
+
+    def __post_init__(self) -> None:
+        if at_the_door():  # inside a checked call (a model's constructor), the fields were checked at its door
+            check_head_sizes(None, self.d_model, self.n_heads, self.dropout, self.bias)
+            check_positive_int(self.d_ff, "d_ff")
+            check_bool(self.norm_first, "norm_first")
+            check_activation(self.activation)
+            check_eps(self.eps)
+
+
+def check_layer_args(layer, *args, **kwargs) -> None:
+    BlockConfig(*args, **kwargs)
+
+
+def check_stack_args(stack, d_model, n_heads, d_ff, n_layers, *args, **kwargs) -> None:
+    BlockConfig(d_model, n_heads, d_ff, *args, **kwargs)
+    check_positive_int(n_layers, "n_layers")
 
 
 class EncoderLayer(nn.Module):
@@ -26,6 +60,7 @@ class EncoderLayer(nn.Module):
     norm_first=False is Post-LN (the paper); True is Pre-LN.
     """
 
+    @checked(check_layer_args)
     def __init__(
         self,
         d_model: int,
@@ -46,6 +81,11 @@ class EncoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask))
         return self.sublayers[1](x, self.ffn)
+
+    @classmethod
+    def from_config(cls, config: BlockConfig) -> EncoderLayer:
+        """An EncoderLayer built from one BlockConfig, as nanoGPT's Block(config)."""
+        return cls(**asdict(config))
 
     @property
     def attn_weights(self) -> torch.Tensor | None:
@@ -69,6 +109,7 @@ class Encoder(nn.Module):
     forward(x (B, T, D), mask) -> (B, T, D); `.attn_weights` lists each layer's (B, H, T, T) weights.
     """
 
+    @checked(check_stack_args)
     def __init__(
         self,
         d_model: int,
@@ -78,19 +119,26 @@ class Encoder(nn.Module):
         dropout: float = 0.1,
         norm_first: bool = False,
         activation: str | Activation = "relu",
+        eps: float = 1e-5,
+        bias: bool = True,
     ):
         super().__init__()
-        check_positive_int(n_layers, "n_layers")
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation) for _ in range(n_layers)
+            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation, eps, bias) for _ in range(n_layers)
         )
         # Pre-LN leaves the residual stream un-normalised after the last layer.
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+        self.norm = LayerNorm(d_model, eps, bias) if norm_first else nn.Identity()
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         for layer in self.layers:
             x = layer(x, mask)
         return self.norm(x)
+
+    @classmethod
+    def from_config(cls, config: BlockConfig, n_layers: int) -> Encoder:
+        """`n_layers` EncoderLayers built from one BlockConfig."""
+        block = asdict(config)
+        return cls(block.pop("d_model"), block.pop("n_heads"), block.pop("d_ff"), n_layers, **block)
 
     @property
     def attn_weights(self) -> list:

@@ -14,10 +14,31 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ._validate import check_bool, check_positive_int, check_probability, check_tensor
-from .mlp import make_activation
+from ._validate import check_bool, check_positive_int, check_probability, check_tensor, checked
+from .mlp import ACTIVATIONS, make_activation
 
 Activation = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _check_sizes(ffn, d_model, d_ff, dropout=0.0, activation="relu", bias=True) -> None:
+    check_positive_int(d_model, "d_model")
+    check_positive_int(d_ff, "d_ff")
+    check_probability(dropout, "dropout")
+    check_activation(activation)
+    check_bool(bias, "bias")
+
+
+def check_activation(activation) -> None:
+    """A name among the activations `mlp` knows, or any function of a tensor."""
+    if not callable(activation) and activation not in ACTIVATIONS:
+        raise ValueError(f"activation={activation!r} is not one of {sorted(ACTIVATIONS)} nor a function")
+
+
+def _check_input(ffn, x) -> None:
+    d_model = ffn.w_1.in_features
+    check_tensor(x, "x", floating=True)
+    if x.dim() == 0 or x.shape[-1] != d_model:
+        raise ValueError(f"x has {x.shape[-1] if x.dim() else 0} features, expected d_model={d_model}")
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -27,24 +48,17 @@ class PositionwiseFeedForward(nn.Module):
     w_2(dropout(activation(w_1(x)))).
     """
 
+    @checked(_check_sizes)
     def __init__(
         self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str | Activation = "relu", bias: bool = True
     ):
         super().__init__()
-        check_positive_int(d_model, "d_model")
-        check_positive_int(d_ff, "d_ff")
-        self.w_1 = nn.Linear(d_model, d_ff, bias=check_bool(bias, "bias"))
+        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
         self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
         # A name ("relu", "gelu", ...) or, as nn.TransformerEncoderLayer allows, any function of a tensor.
         self.activation = activation if callable(activation) else make_activation(activation)
-        self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
+        self.dropout = nn.Dropout(dropout)
 
+    @checked(_check_input)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(x, self.w_1.in_features)
         return self.w_2(self.dropout(self.activation(self.w_1(x))))
-
-
-def _check_input(x, d_model: int) -> None:
-    check_tensor(x, "x", floating=True)
-    if x.dim() == 0 or x.shape[-1] != d_model:
-        raise ValueError(f"x has {x.shape[-1] if x.dim() else 0} features, expected d_model={d_model}")

@@ -25,11 +25,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._modes import evaluating
-from ._validate import check_bool, check_positive_int, check_probability, check_tensor, check_token_ids, checked
+from ._validate import at_the_door, check_bool, check_positive_int, check_tensor, check_token_ids, checked
 from .decoding import check_finite_logits
 from .efficient import KVCache
 from .embedding import LearnedPositionalEncoding
-from .encoder import Encoder, EncoderLayer
+from .encoder import BlockConfig, Encoder, EncoderLayer
 from .masks import causal_mask
 from .training import History
 
@@ -48,11 +48,15 @@ class GPTConfig:
     dropout: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
-            check_positive_int(getattr(self, name), name)
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        check_probability(self.dropout, "dropout")
+        if at_the_door():  # inside a checked call (GPT's constructor), the fields were checked at its door
+            self.block  # noqa: B018 -- building the BlockConfig checks the blocks' fields
+            for name in ("vocab_size", "n_layers", "max_len"):
+                check_positive_int(getattr(self, name), name)
+
+    @property
+    def block(self) -> BlockConfig:
+        """Every block's sizes and options: pre-LN and GELU, as in GPT-2."""
+        return BlockConfig(self.d_model, self.n_heads, self.d_ff, self.dropout, norm_first=True, activation="gelu")
 
 
 def check_lm_inputs(model: LanguageModel, ids, cache: KVCache | None = None) -> None:
@@ -72,6 +76,10 @@ def check_lm_inputs(model: LanguageModel, ids, cache: KVCache | None = None) -> 
         raise ValueError(f"{length} positions exceed max_len={max_len}: shorten ids or build a larger model")
 
 
+def _check_config(model, *args, **kwargs) -> None:
+    GPTConfig(*args, **kwargs)
+
+
 class GPT(nn.Module):
     """A GPT-style language model. forward(ids (B, T)) -> logits (B, T, vocab_size); logits[:, t] predict ids[:, t + 1].
 
@@ -79,6 +87,7 @@ class GPT(nn.Module):
     their logits are computed; the cache then holds their keys and values too.
     """
 
+    @checked(_check_config)  # every argument checked once, here; the modules built inside skip their checks
     def __init__(
         self,
         vocab_size: int,
@@ -90,13 +99,13 @@ class GPT(nn.Module):
         dropout: float = 0.1,
     ):
         super().__init__()
-        self.config = GPTConfig(vocab_size, d_model, n_heads, n_layers, d_ff, max_len, dropout)
+        self.config = config = GPTConfig(vocab_size, d_model, n_heads, n_layers, d_ff, max_len, dropout)
         self.vocab_size, self.max_len = vocab_size, max_len
         # No √d_model scaling (unlike chapter 8's TokenEmbedding): GPT-2 adds the raw embedding to the positions.
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.positions = LearnedPositionalEncoding(d_model, max_len, dropout)
         # Pre-LN blocks, and the final LayerNorm that pre-LN needs: tc.Encoder with norm_first=True.
-        self.blocks = Encoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first=True, activation="gelu")
+        self.blocks = Encoder.from_config(config.block, n_layers)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.token_embedding.weight  # tied: one matrix reads and writes tokens
         self._init_weights(n_layers)

@@ -119,11 +119,11 @@ def _copy_conv1d(linear: nn.Linear, conv: Any, to_conv: bool = False) -> None:
 def _gpt_to_hf(model: GPT) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    c: dict[str, Any] = model.config
+    c = model.config
     tanh = isinstance(model.layers[0].ffn.activation, nn.GELU) and model.layers[0].ffn.activation.approximate == "tanh"
     config = GPT2Config(
-        vocab_size=c["vocab_size"], n_embd=c["d_model"], n_head=c["n_heads"], n_layer=c["n_layers"],
-        n_inner=c["d_ff"], n_positions=c["max_len"], activation_function="gelu_new" if tanh else "gelu",
+        vocab_size=c.vocab_size, n_embd=c.d_model, n_head=c.n_heads, n_layer=c.n_layers,
+        n_inner=c.d_ff, n_positions=c.max_len, activation_function="gelu_new" if tanh else "gelu",
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=None, eos_token_id=None,
     )  # fmt: skip
     with torch.random.fork_rng(devices=[]):

@@ -18,10 +18,10 @@ import torch
 from torch import nn
 
 from ._modes import evaluating
-from ._validate import check_positive_int, check_probability, check_tensor, check_token_ids, checked
+from ._validate import at_the_door, check_bool, check_positive_int, check_tensor, check_token_ids, checked
 from .decoder import Decoder
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding
-from .encoder import Encoder
+from .encoder import BlockConfig, Encoder
 from .masks import causal_mask, combine_masks, padding_mask
 
 POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding}
@@ -30,7 +30,8 @@ POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEnco
 @dataclass(frozen=True)
 class TransformerConfig:
     """Everything that builds a `Transformer`: `Transformer.from_config(config)` rebuilds it, and a checkpoint
-    stores `dataclasses.asdict(config)`. Every field is checked when the config is made."""
+    stores `dataclasses.asdict(config)`. Every field is checked once, when the config is made; the layers'
+    sizes and options are its `block`, which the encoder and the decoder are built from."""
 
     src_vocab_size: int
     tgt_vocab_size: int
@@ -47,14 +48,12 @@ class TransformerConfig:
     positional: str = "sinusoidal"
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+        if not at_the_door():  # inside a checked call (the Transformer's constructor), checked at its door
+            return
+        self.block  # noqa: B018 -- building the BlockConfig checks the layers' fields
+        for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "max_len"):
             check_positive_int(getattr(self, name), name)
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        check_probability(self.dropout, "dropout")
-        for name in ("norm_first", "share_embeddings"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
+        check_bool(self.share_embeddings, "share_embeddings")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 f"share_embeddings=True needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
@@ -65,6 +64,11 @@ class TransformerConfig:
             raise ValueError(f"pad_id={self.pad_id!r} must be an int id inside both vocabularies")
         if self.positional not in POSITIONAL:
             raise ValueError(f"positional={self.positional!r} is not one of {sorted(POSITIONAL)}")
+
+    @property
+    def block(self) -> BlockConfig:
+        """The sizes and options of every encoder and decoder layer."""
+        return BlockConfig(self.d_model, self.n_heads, self.d_ff, self.dropout, self.norm_first, self.activation)
 
 
 def _check_encode(model, src) -> None:
@@ -82,9 +86,14 @@ def _check_forward(model, src, tgt_in) -> None:
         raise ValueError(f"src and tgt_in must share the batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
 
 
+def _check_config(model, *args, **kwargs) -> None:
+    TransformerConfig(*args, **kwargs)
+
+
 class Transformer(nn.Module):
     """The encoder-decoder Transformer. forward(src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size)."""
 
+    @checked(_check_config)  # every argument checked once, here; the modules built inside skip their checks
     def __init__(
         self,
         src_vocab_size: int,
@@ -102,7 +111,7 @@ class Transformer(nn.Module):
         positional: str = "sinusoidal",
     ):
         super().__init__()
-        self.config = TransformerConfig(
+        self.config = config = TransformerConfig(
             src_vocab_size, tgt_vocab_size, d_model, n_heads, n_layers, d_ff, dropout, max_len,
             norm_first, share_embeddings, pad_id, activation, positional,
         )  # fmt: skip
@@ -110,8 +119,8 @@ class Transformer(nn.Module):
         self.src_embed = TokenEmbedding(src_vocab_size, d_model)
         self.tgt_embed = TokenEmbedding(tgt_vocab_size, d_model)
         self.positions = POSITIONAL[positional](d_model, max_len, dropout)
-        self.encoder = Encoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first, activation)
-        self.decoder = Decoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first, activation)
+        self.encoder = Encoder.from_config(config.block, n_layers)
+        self.decoder = Decoder.from_config(config.block, n_layers)
         self.lm_head = nn.Linear(d_model, tgt_vocab_size, bias=False)  # the output layer: D -> target vocabulary
         self._init_weights()
         if share_embeddings:
@@ -234,7 +243,7 @@ def summary(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, max_dep
     """Layer-by-layer table of `model(src, tgt_in)`: every module that runs, with its output shape and size.
 
     Depth counts the modules that run (containers such as nn.ModuleList are skipped), so depth 1 is
-    embeddings / encoder / decoder / generator and depth 2 adds each layer. Runs one forward pass in eval mode.
+    embeddings / encoder / decoder / lm_head and depth 2 adds each layer. Runs one forward pass in eval mode.
     """
     check_positive_int(max_depth, "max_depth")
     shapes: dict[str, list[tuple[int, ...]]] = {}

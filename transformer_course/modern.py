@@ -231,6 +231,11 @@ class ModernBlock(nn.Module):
         return x + self.ffn(self.ffn_norm(x))
 
 
+def _check_config(model, config) -> None:
+    if not isinstance(config, ModernConfig):
+        raise TypeError(f"config must be a transformer_course.ModernConfig, got {type(config).__name__}")
+
+
 class ModernDecoder(nn.Module):
     """A Llama-style language model. forward(ids (B, T), cache) -> logits (B, T, vocab_size).
 
@@ -238,10 +243,9 @@ class ModernDecoder(nn.Module):
     logits are computed. `tc.generate` samples from it as from `tc.GPT`.
     """
 
+    @checked(_check_config)  # the config was checked when made: the modules built inside skip their checks
     def __init__(self, config: ModernConfig):
         super().__init__()
-        if not isinstance(config, ModernConfig):
-            raise TypeError(f"config must be a transformer_course.ModernConfig, got {type(config).__name__}")
         self.config = config
         self.vocab_size, self.max_len = config.vocab_size, config.max_len
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)  # no position table: RoPE

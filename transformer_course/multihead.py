@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_positive_int, check_probability, check_tensor, checked
+from ._validate import check_bool, check_positive_int, check_probability, check_tensor, checked
 from .attention import check_mask, scaled_dot_product_attention
 
 
@@ -50,11 +50,13 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(batch, length, n_heads * d_k)  # (B, T, H, d_k) -> (B, T, H * d_k)
 
 
-def _check_sizes(d_model, n_heads) -> None:
+def check_head_sizes(attn, d_model, n_heads, dropout=0.0, bias=True) -> None:
     check_positive_int(d_model, "d_model")
     check_positive_int(n_heads, "n_heads")
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+    check_probability(dropout, "dropout")
+    check_bool(bias, "bias")
 
 
 def _check_inputs(m, query, key, value, mask=None) -> None:
@@ -98,11 +100,11 @@ class MultiHeadAttention(nn.Module):
     or `causal_mask` (T_q, T_k). The weights (B, H, T_q, T_k) of the last call are kept on `.attn_weights`.
     """
 
+    @checked(check_head_sizes)
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        _check_sizes(d_model, n_heads)
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
-        self.dropout = check_probability(dropout, "dropout")
+        self.dropout = float(dropout)
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)

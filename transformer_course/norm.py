@@ -15,22 +15,35 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._validate import check_bool, check_positive_int, check_tensor
+from ._validate import check_bool, check_positive_int, check_tensor, checked
+
+
+def check_norm_sizes(norm, d_model, eps=1e-5, bias=True) -> None:
+    check_positive_int(d_model, "d_model")
+    check_eps(eps)
+    check_bool(bias, "bias")
+
+
+def _check_input(norm, x) -> None:
+    """A floating-point tensor (..., d_model)."""
+    check_tensor(x, "x", floating=True)
+    if x.dim() == 0 or x.shape[-1] != norm.d_model:
+        raise ValueError(f"x has {x.shape[-1] if x.dim() else 0} features, expected d_model={norm.d_model}")
 
 
 class LayerNorm(nn.Module):
     """Normalise the last dimension of (..., d_model); `weight` is gamma, `bias` is beta."""
 
+    @checked(check_norm_sizes)
     def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
-        self.d_model = check_positive_int(d_model, "d_model")
-        self.eps = _check_eps(eps)
+        self.d_model, self.eps = d_model, float(eps)
         self.weight = nn.Parameter(torch.ones(d_model))
         # bias=False, as in nn.LayerNorm(bias=False): beta stays 0 and is not trained.
-        self.bias = nn.Parameter(torch.zeros(d_model), requires_grad=check_bool(bias, "bias"))
+        self.bias = nn.Parameter(torch.zeros(d_model), requires_grad=bias)
 
+    @checked(_check_input)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(x, self.d_model)
         # Statistics in float32 at least, as nn.LayerNorm computes them: in float16 the squares of inputs
         # near 300 overflow, and bfloat16 rounds the mean of inputs near 1000 to a multiple of 4.
         h = x.to(torch.promote_types(x.dtype, torch.float32))
@@ -59,31 +72,24 @@ class RMSNorm(nn.Module):
     RMSNorm(x) = x / sqrt(mean(x²) + eps) * gamma
     """
 
+    @checked(check_norm_sizes)
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
-        self.d_model = check_positive_int(d_model, "d_model")
-        self.eps = _check_eps(eps)
+        self.d_model, self.eps = d_model, float(eps)
         self.weight = nn.Parameter(torch.ones(d_model))
 
+    @checked(_check_input)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(x, self.d_model)
         h = x.to(torch.promote_types(x.dtype, torch.float32))  # float16 squares overflow: sum them in float32
         return (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight).to(x.dtype)
 
 
-def _check_eps(eps) -> float:
+def check_eps(eps) -> float:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)):
         raise TypeError(f"eps must be a float, got {type(eps).__name__}")
     if not eps > 0:
         raise ValueError(f"eps={eps} must be positive")
     return float(eps)
-
-
-def _check_input(x, d_model: int) -> None:
-    """A floating-point tensor (..., d_model)."""
-    check_tensor(x, "x", floating=True)
-    if x.dim() == 0 or x.shape[-1] != d_model:
-        raise ValueError(f"x has {x.shape[-1] if x.dim() else 0} features, expected d_model={d_model}")
 
 
 def _check_torch_norm(m) -> None:

@@ -14,20 +14,27 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ._validate import check_bool, check_probability
-from .norm import LayerNorm
+from ._validate import check_bool, check_probability, checked
+from .norm import LayerNorm, check_norm_sizes
+
+
+def _check_options(connection, d_model, dropout=0.1, norm_first=False, eps=1e-5, bias=True) -> None:
+    check_norm_sizes(None, d_model, eps, bias)
+    check_probability(dropout, "dropout")
+    check_bool(norm_first, "norm_first")
 
 
 class SublayerConnection(nn.Module):
     """A residual connection with dropout and a LayerNorm, wrapped around any sub-layer (B, T, D) -> (B, T, D)."""
 
+    @checked(_check_options)
     def __init__(
         self, d_model: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5, bias: bool = True
     ):
         super().__init__()
         self.norm = LayerNorm(d_model, eps=eps, bias=bias)
-        self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
-        self.norm_first = check_bool(norm_first, "norm_first")
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         if self.norm_first:
