@@ -246,3 +246,35 @@ def test_setup_keeps_an_explicit_gpu_and_passes_the_timeout(rank_1_of_2):
     assert rank_1_of_2["init"] == [("nccl", datetime.timedelta(minutes=30))]
     with pytest.raises(TypeError, match=r"timeout must be a datetime\.timedelta"):
         distributed.setup("cpu", timeout=1800)
+
+
+# The timing command line, `python -m transformer_course.distributed` (its code: transformer_course/cli/distributed.py).
+def test_timing_command_in_one_process(tmp_path):
+    proc = run(
+        [sys.executable, "-m", "transformer_course.distributed", "--steps", "2", "--warmup-steps", "1"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip()
+    assert line.startswith("1 process on cpu, fp32: ") and "ms per step of 64 sentence pairs (2 steps)" in line, line
+    assert float(line.rsplit(" ", 1)[1]) > 0  # the loss after 3 steps
+    assert not list(tmp_path.iterdir())  # it writes nothing
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "fragment", "code"),
+    [
+        (["--steps", "0"], {}, "--steps=0 must be a positive integer", 2),
+        (["--warmup-steps", "-1"], {}, "--warmup-steps=-1 must be a positive integer", 2),
+        (["--precision", "fp8"], {}, "invalid choice: 'fp8'", 2),
+        ([], {"WORLD_SIZE": "2"}, "torchrun sets LOCAL_RANK to an integer, found None", 1),
+    ],
+)
+def test_timing_command_errors_are_one_line(tmp_path, args, env, fragment, code):
+    base = [sys.executable, "-m", "transformer_course.distributed", *args]
+    proc = subprocess.run(
+        base, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1", **env}, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and fragment in proc.stderr, proc.stderr

@@ -1,4 +1,4 @@
-"""transformer_course.notebook's display helpers: widgets under ipywidgets 7 and 8, folded solutions."""
+"""transformer_course.course.notebook's display helpers: widgets under ipywidgets 7 and 8, folded solutions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from IPython.core.formatters import format_display_data
 
 import transformer_course as tc
 from transformer_course.exercises import solutions
-from transformer_course.notebook import show_source, stack
+from transformer_course.course.notebook import show_source, stack
 
 
 def pictures(n: int) -> list:

@@ -4,16 +4,24 @@ Every command runs in a subprocess, the way a reader runs it, in a temporary wor
 the default checkpoint path, checkpoints/zh_en.pt, is exercised without touching the repository).
 """
 
+import importlib
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 import transformer_course as tc
 from transformer_course import datasets, translate
+from transformer_course.cli import translate as cli
 
 
 def run(cwd, *args, timeout=120):
@@ -146,12 +154,39 @@ def test_a_folder_as_checkpoint_is_named_a_folder(tmp_path):
     assert "train" not in proc.stderr  # training again would not help: the path is wrong
 
 
-def test_demo_refuses_a_seed_out_of_range_in_one_line(tmp_path):
+@pytest.mark.parametrize("seed", ["-1", str(2**70), "abc"])
+def test_demo_refuses_a_bad_seed_in_one_line(tmp_path, seed):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "transformer_course.demo", "--seed", "-1"]
+    command = [sys.executable, "-m", "transformer_course.demo", "--seed", seed]
     proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "argument --seed: -1 is outside [0, 2**64 - 1]" in proc.stderr
+    assert_one_line_error(proc, "argument --seed:", seed, code=2)
+
+
+@pytest.mark.parametrize("world_size", ["2", "abc"])
+def test_a_stale_world_size_without_torchrun_is_one_line(tmp_path, world_size):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": world_size}
+    env.pop("LOCAL_RANK", None)
+    command = [sys.executable, "-m", "transformer_course.translate", "train", "--steps", "1", "--quiet"]
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert_one_line_error(proc, "cannot join the other processes", "WORLD_SIZE", code=1)
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_console_scripts_name_the_command_line_programs():
+    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    scripts = pyproject["project"]["scripts"]
+    assert set(scripts) == {"transformer-course-translate", "transformer-course-demo", "transformer-course-distributed"}
+    for target in scripts.values():
+        module, function = target.split(":")
+        assert module.startswith("transformer_course.cli.")
+        assert callable(getattr(importlib.import_module(module), function))
+    assert scripts["transformer-course-translate"] == "transformer_course.cli.translate:main"
+
+
+def test_the_library_module_keeps_no_command_line():
+    assert not hasattr(translate, "main") and not hasattr(translate, "CLIError")
+    proc = run(Path(__file__).parent, "--help")  # `python -m transformer_course.translate` reaches the CLI
+    assert proc.returncode == 0 and proc.stdout.startswith("usage:") and proc.stderr == ""
 
 
 def test_corrupt_checkpoints(workdir, tmp_path):
@@ -191,7 +226,7 @@ def test_bad_options(workdir, args, fragment):
 def test_train_refuses_a_checkpoint_path_it_could_not_write_before_training(tmp_path, monkeypatch, capsys, where):
     (tmp_path / "file").write_text("a file, not a folder")
     monkeypatch.setattr(translate, "train_translator", lambda **kwargs: pytest.fail("training started"))
-    assert translate.main(["train", "--checkpoint", str(tmp_path / where)]) == 2
+    assert cli.main(["train", "--checkpoint", str(tmp_path / where)]) == 2
     message = capsys.readouterr().err.strip()
     assert len(message.splitlines()) == 1
     expected = "is a folder: give a file name" if where == "." else f"{tmp_path / 'file'} is a file, not a folder"

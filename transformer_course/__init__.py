@@ -2,10 +2,10 @@
 
     import transformer_course as tc
 
-Modules in chapter order (each imports only earlier ones): mlp, attention, masks, multihead, ffn,
-norm, residual, embedding, interop (copying PyTorch's layers), encoder, decoder, model, efficient (chapter 13:
-the fused kernel and the KV cache, which decoding uses), decoding, training, data, checkpoint; then
-grammar (a language whose best possible loss is known), gpt (chapter 14) and bert (chapter 15).
+Modules in chapter order: `transformer_course.course.notebook.CHAPTERS` lists them; each imports only modules of its
+own or earlier chapters (tests/test_notebook_helpers.py), except that chapter 12's decoding uses chapter 13's KV
+cache by default. The command-line interfaces live in `transformer_course.cli`, the course's tools (exercise
+checkers, notebook helpers, benchmark) in `exercises`, `notebook` and `benchmark`.
 Tensors are batch-first (B, T, D); masks are bool with True = may attend.
 """
 

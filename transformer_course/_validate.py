@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import functools
 import threading
 from collections.abc import Callable
@@ -113,17 +112,6 @@ def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
         raise ValueError(
             f"{name}: ids in [{low}, {high}], expected ids in [0, {vocab_size - 1}] (vocab_size={vocab_size})"
         )
-
-
-def seed_argument(text: str) -> int:
-    """argparse's `type=` for --seed: an int in [0, 2**64 - 1], the range of PyTorch's generators."""
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= seed < 2**64:
-        raise argparse.ArgumentTypeError(f"{seed} is outside [0, 2**64 - 1], the range of PyTorch's generators")
-    return seed
 
 
 def named_list(items, limit: int = 10) -> str:

@@ -10,11 +10,11 @@ model on all processes: each computes the gradient of its share of every batch, 
 DistributedDataParallel averages the gradients, so every process takes the same optimizer step.
 
 Without torchrun, `setup()` returns rank 0 of 1 and starts nothing: the same program runs alone.
+`time_steps` times chapter 12's training on every process; its command line is `transformer_course.cli.distributed`.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 from dataclasses import dataclass
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from . import training
+from . import data, datasets, training, translate
 from ._validate import check_positive_int
 
 
@@ -99,15 +99,12 @@ def time_steps(
     `warmup_steps` steps are not timed; there is no evaluation. The loss is that of the whole global batch,
     the same (to rounding) however many processes train.
     """
-    # translate imports this module (for setup): import it here, once both are loaded.
-    from . import datasets, translate
-
     check_positive_int(steps, "steps")
     check_positive_int(warmup_steps, "warmup_steps")
     config = translate.TranslatorConfig(batch_size=batch_size, accumulate=accumulate, precision=precision)
     device = training.get_device() if device is None else torch.device(device)
     training.set_seed(0)
-    corpus = translate.data.ParallelCorpus(datasets.make_dataset(0).train_pairs)
+    corpus = data.ParallelCorpus(datasets.make_dataset(0).train_pairs)
     net = translate.build_model(corpus, config).to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = training.noam_scheduler(optimizer, config.d_model, config.warmup)
@@ -120,48 +117,7 @@ def time_steps(
     return history.seconds / steps, history.losses[-1]
 
 
-# ----------------------------------------------------------------------------- command line
+if __name__ == "__main__":  # the command line lives in transformer_course.cli.distributed
+    from transformer_course.cli.distributed import main
 
-DESCRIPTION = """Time training steps of chapter 12's translator, in one process or in every process torchrun starts.
-
-  python -m transformer_course.distributed                                         # one process
-  torchrun --standalone --nproc-per-node 2 -m transformer_course.distributed       # two processes
-
-Every process builds the same model and draws the same global batches; under torchrun each computes
-its share. Rank 0 prints the time per step (after untimed warm-up steps) and the loss of the last step,
-which is the same, to rounding, however many processes trained."""
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m transformer_course.distributed",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--steps", type=int, default=50, help="timed steps (default 50)")
-    parser.add_argument("--warmup-steps", type=int, default=5, help="untimed steps first (default 5)")
-    parser.add_argument("--batch-size", type=int, default=64, help="global batch (default 64)")
-    parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per step (default 1)")
-    parser.add_argument("--precision", choices=tuple(training.PRECISIONS), default="fp32", help="(default fp32)")
-    args = parser.parse_args(argv)
-    training.set_threads(1)
-    process = setup()
-    try:
-        seconds, loss = time_steps(
-            args.steps, args.warmup_steps, args.batch_size, args.accumulate, args.precision, process.device
-        )
-    except (TypeError, ValueError) as e:
-        parser.error(str(e))
-    finally:
-        cleanup()
-    if process.is_main:
-        who = f"{process.world_size} process{'es' if process.world_size > 1 else ''} on {process.device.type}"
-        print(
-            f"{who}, {args.precision}: {1000 * seconds:.1f} ms per step of {args.batch_size} sentence pairs "
-            f"({args.steps} steps); loss after {args.warmup_steps + args.steps} steps {loss:.4f}"
-        )
-    return 0
-
-
-if __name__ == "__main__":
     raise SystemExit(main())

@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Protocol, cast, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -205,6 +205,7 @@ class LanguageModel(Protocol):
 
     vocab_size: int
     max_len: int
+    config: GPTConfig | Any  # n_layers: the blocks, one cache entry each (chapter 19's ModernConfig has it too)
     training: bool
 
     def __call__(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor: ...

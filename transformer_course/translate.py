@@ -4,31 +4,26 @@
     python -m transformer_course.translate "咖哥 不 喜欢 他们"  # -> KaGe does not like them
     torchrun --standalone --nproc-per-node 2 -m transformer_course.translate train  # on 2 processes
 
-The functions below are what the chapter and its playground widget use: `train_translator` returns the
-model, its corpus and the training history; `evaluate` gives held-out exact match and corpus BLEU;
-`translate_sentence` gives the tokens, their log-probability and the cross-attention map.
+The functions below are what the chapter, its playground widget and the command line use:
+`train_translator` returns the model, its corpus and the training history; `evaluate` gives held-out exact
+match and corpus BLEU; `translate_sentence` gives the tokens, their log-probability and the cross-attention
+map. The command line itself (argparse, one-line errors, torchrun) is `transformer_course.cli.translate`.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from typing import Any, TypeAlias
 
 import torch
 
-from . import checkpoint, data, datasets, decoding, distributed, model, training
+from . import checkpoint, data, datasets, decoding, model, training
 from ._modes import evaluating
-from ._validate import check_positive_int, named_list, seed_argument, shortened
+from ._validate import check_positive_int, named_list, shortened
 from .attention import scaled_dot_product_attention
-from .efficient import keep_attention_weights
+from .efficient import use_fused_attention
 from .multihead import MultiHeadAttention
-
-DEFAULT_CHECKPOINT = Path("checkpoints") / "zh_en.pt"
-CLI = "python -m transformer_course.translate"
 
 
 @dataclass
@@ -100,22 +95,27 @@ class Translation:
         return " ".join(self.tokens)
 
 
+# What the functions below accept as the model's vocabularies: each of these carries the pair.
+Vocabs: TypeAlias = "data.ParallelCorpus | checkpoint.Checkpoint | TrainResult | tuple[data.Vocab, data.Vocab]"
+
+
 class UnknownWordsError(ValueError):
     """A sentence holds words the model has never seen; `.words` lists them."""
 
-    def __init__(self, words: Sequence[str]):
+    def __init__(self, words: Sequence[str]) -> None:
         self.words = list(words)
         super().__init__(f"unknown word(s) {named_list(self.words)}: not in the source vocabulary")
 
 
-def _vocabs(vocabs) -> tuple[data.Vocab, data.Vocab]:
+def _vocabs(vocabs: Vocabs) -> tuple[data.Vocab, data.Vocab]:
     """(src_vocab, tgt_vocab) from a ParallelCorpus, a Checkpoint, a TrainResult or a pair of Vocabs."""
     if isinstance(vocabs, TrainResult):
         vocabs = vocabs.corpus
     if isinstance(vocabs, tuple) and len(vocabs) == 2:
-        src_vocab, tgt_vocab = vocabs
+        pair: tuple[object, object] = vocabs
     else:
-        src_vocab, tgt_vocab = getattr(vocabs, "src_vocab", None), getattr(vocabs, "tgt_vocab", None)
+        pair = getattr(vocabs, "src_vocab", None), getattr(vocabs, "tgt_vocab", None)
+    src_vocab, tgt_vocab = pair
     if not (isinstance(src_vocab, data.Vocab) and isinstance(tgt_vocab, data.Vocab)):
         raise TypeError(
             "vocabs must be a ParallelCorpus, a Checkpoint or a (src_vocab, tgt_vocab) pair, "
@@ -160,7 +160,7 @@ def segment(text: str, vocab: data.Vocab) -> list[str]:
     return words
 
 
-def _translator(net, vocabs) -> tuple[data.Vocab, data.Vocab]:
+def _translator(net: model.Transformer, vocabs: Vocabs) -> tuple[data.Vocab, data.Vocab]:
     """The (src_vocab, tgt_vocab) of `vocabs`, checked against the model `net` that will use them."""
     if not isinstance(net, model.Transformer):
         raise TypeError(f"net must be a transformer_course.Transformer, got {type(net).__name__}")
@@ -169,7 +169,7 @@ def _translator(net, vocabs) -> tuple[data.Vocab, data.Vocab]:
     return src_vocab, tgt_vocab
 
 
-def _source_rows(sentences, src_vocab: data.Vocab, longest: int) -> list[list[int]]:
+def _source_rows(sentences: Sequence[str], src_vocab: data.Vocab, longest: int) -> list[list[int]]:
     """The source ids of each sentence (segmented by `segment`), or a ValueError naming the sentence's index."""
     if isinstance(sentences, str) or not isinstance(sentences, Sequence):
         raise TypeError(f"sentences must be a list of str, got {type(sentences).__name__}")
@@ -218,7 +218,9 @@ def one_pass_decode(net: model.Transformer, src: torch.Tensor, length: int, bos_
         return net(src, tgt_in).argmax(dim=-1)
 
 
-def translate_batch(net: model.Transformer, vocabs, sentences: Sequence[str], batch_size: int = 512) -> list[str]:
+def translate_batch(
+    net: model.Transformer, vocabs: Vocabs, sentences: Sequence[str], batch_size: int = 512
+) -> list[str]:
     """Greedy translations of `sentences`, decoded `batch_size` at a time.
 
     Each sentence is segmented as in `translate_sentence`; an empty sentence or an unknown word raises a
@@ -245,7 +247,7 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     return sum(h.split() == r.split() for h, r in zip(hypotheses, references)) / len(references)
 
 
-def evaluate(net: model.Transformer, vocabs, pairs: Sequence[tuple[str, str]]) -> Evaluation:
+def evaluate(net: model.Transformer, vocabs: Vocabs, pairs: Sequence[tuple[str, str]]) -> Evaluation:
     """Greedy-decode the sources of `pairs`; exact match and sacrebleu corpus BLEU (0-100) against the targets."""
     import sacrebleu  # a dependency of the chapter only: imported when needed
 
@@ -267,7 +269,7 @@ def train_translator(
     eval_split: str = "valid",
     progress: bool = True,
     device: torch.device | str | None = None,
-    **overrides,
+    **overrides: Any,
 ) -> TrainResult:
     """Train a Transformer on the generated corpus with the Noam schedule and label smoothing.
 
@@ -283,7 +285,7 @@ def train_translator(
     device = training.get_device() if device is None else torch.device(device)
     corpus = data.ParallelCorpus(dataset.train_pairs)
     net = build_model(corpus, config).to(device)
-    keep_attention_weights(net, False)  # training does not need the weights: use the fused kernel
+    use_fused_attention(net, on=True)  # training does not need the weights: use the fused kernel
     optimizer = torch.optim.Adam(net.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = training.noam_scheduler(optimizer, config.d_model, config.warmup, config.lr_factor)
     loss_fn = training.LabelSmoothingLoss(len(corpus.tgt_vocab), config.smoothing, corpus.tgt_vocab.pad_id)
@@ -309,11 +311,11 @@ def train_translator(
             precision=config.precision,
         )
     finally:
-        keep_attention_weights(net, True)
+        use_fused_attention(net, on=False)
     return TrainResult(net, corpus, dataset, history, config)
 
 
-def translate_sentence(net: model.Transformer, vocabs, sentence: str, beam_size: int = 1) -> Translation:
+def translate_sentence(net: model.Transformer, vocabs: Vocabs, sentence: str, beam_size: int = 1) -> Translation:
     """Translate one sentence (greedy, or beam search with beam_size > 1) and return its cross-attention.
 
     Words may be separated by spaces or not ("咖哥不喜欢他们" is segmented by longest match).
@@ -349,217 +351,7 @@ def translate_sentence(net: model.Transformer, vocabs, sentence: str, beam_size:
     return Translation(words, tokens, log_prob, cross[:, :, : len(tokens) + 1])
 
 
-# ----------------------------------------------------------------------------- command line
+if __name__ == "__main__":  # the command line lives in transformer_course.cli.translate
+    from transformer_course.cli.translate import main
 
-USAGE = f"""
-  {CLI} train [--steps N] [--seed S] [--checkpoint PATH] [--quiet] [--dropout P] [--batch-size B]
-        [--accumulate K] [--precision {{fp32,bf16,fp16}}]
-  {CLI} SENTENCE [--beam K] [--checkpoint PATH]
-  {CLI} --words [--checkpoint PATH]"""
-
-DESCRIPTION = f"""Translate Chinese into English with a small Transformer trained on the course's generated corpus.
-
-commands:
-  train        train on the generated corpus (seconds on a laptop CPU, with a progress bar), report
-               exact match and BLEU on held-out sentences, and save the model to the checkpoint
-  SENTENCE     load the checkpoint and print the English translation of SENTENCE, words separated by
-               spaces (or not: "咖哥不喜欢他们" is segmented by longest match)
-  --words      list the Chinese words the checkpoint knows
-
-The corpus's sentences: subject [不|非常] verb object [吗], subject 昨天 verb 了 object [吗] and
-subject 昨天 没有 verb object, with subjects and objects {" ".join(datasets.SUBJECTS)}
-(objects also {datasets.REFLEXIVE_WORD}) and verbs {" ".join(datasets.VERBS)}."""
-
-EPILOG = f"""examples:
-  {CLI} train
-  torchrun --standalone --nproc-per-node 2 -m transformer_course.translate train   (2 processes)
-  {CLI} "咖哥 不 喜欢 他们"          -> KaGe does not like them
-  {CLI} "他 非常 喜欢 她 吗" --beam 4 -> does he like her very much ?
-
-The checkpoint defaults to {DEFAULT_CHECKPOINT} under the current directory (ignored by git)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-class CLIError(Exception):
-    """A problem to report to the user in one line, with an exit code."""
-
-    def __init__(self, message: str, code: int = 1):
-        super().__init__(message)
-        self.code = code
-
-
-def _train_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=f"{CLI} train",
-        description="Train on the generated zh→en corpus and save a checkpoint.",
-        epilog="Under torchrun (torchrun --standalone --nproc-per-node N -m transformer_course.translate train) "
-        "N processes share every batch: with --dropout 0 they train what one process trains.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    defaults = TranslatorConfig()
-    parser.add_argument(
-        "--steps", type=int, default=defaults.steps,
-        help=f"most training steps (default {defaults.steps}; stops early at 100%% validation exact match)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--seed", type=seed_argument, default=0, help="seed of the corpus split and the model (default 0)"
-    )
-    _add_checkpoint_option(parser, "where to save")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--dropout", type=float, default=defaults.dropout, metavar="P",
-        help=f"dropout probability in [0, 1) (default {defaults.dropout:g})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--batch-size", type=int, default=defaults.batch_size, metavar="B",
-        help=f"sentence pairs per step, over all processes (default {defaults.batch_size})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--accumulate", type=int, default=defaults.accumulate, metavar="K",
-        help="compute each step's gradient in K micro-batches: the same step in less memory (default 1)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--precision", choices=tuple(training.PRECISIONS), default=defaults.precision,
-        help=f"the forward pass in float32, or under autocast in bfloat16 or float16 (default {defaults.precision})",
-    )  # fmt: skip
-    return parser
-
-
-def _add_checkpoint_option(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
-        "--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, metavar="PATH",
-        help=f"{what} (default {DEFAULT_CHECKPOINT})",
-    )  # fmt: skip
-
-
-def _translate_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=CLI,
-        usage=USAGE,
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("sentence", nargs="*", help="the Chinese sentence (quoted, or as separate words)")
-    parser.add_argument("--beam", type=int, default=1, metavar="K", help="beam size (default 1: greedy decoding)")
-    _add_checkpoint_option(parser, "model to load")
-    parser.add_argument("--words", action="store_true", help="list the known Chinese words and exit")
-    return parser
-
-
-def _known_words(vocab: data.Vocab) -> list[str]:
-    return [w for w in vocab.itos if w not in (data.PAD, data.SOS, data.EOS)]
-
-
-def _load(path: Path) -> checkpoint.Checkpoint:
-    if path.is_dir():
-        raise CLIError(f"--checkpoint {path} is a folder: give the checkpoint file, such as {path / 'zh_en.pt'}")
-    if not path.is_file():
-        raise CLIError(f"no checkpoint at {path}: run `{CLI} train` first (or pass --checkpoint PATH)")
-    try:
-        return checkpoint.load_checkpoint(path)
-    except ValueError as e:
-        raise CLIError(f"{e}; run `{CLI} train` to make a new one") from None
-    except OSError as e:  # unreadable: permissions, a device error, ...
-        raise CLIError(f"cannot read the checkpoint {path}: {e.strerror or e}") from None
-
-
-def _check_checkpoint_path(path: Path) -> None:
-    """Refuse, before training, a checkpoint path that could not be written after it."""
-    if path.is_dir():
-        raise CLIError(f"--checkpoint {path} is a folder: give a file name, such as {path / 'zh_en.pt'}", code=2)
-    # The nearest existing ancestor must be a folder we may write in (save_checkpoint creates the rest).
-    folder = next(parent for parent in path.parents if parent.exists())  # '.' ends a relative path's parents
-    if not folder.is_dir():
-        raise CLIError(f"cannot save the checkpoint to {path}: {folder} is a file, not a folder", code=2)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise CLIError(f"cannot save the checkpoint to {path}: the folder {folder} is not writable", code=2)
-
-
-def _cmd_train(args: argparse.Namespace) -> int:
-    for name in ("steps", "batch_size", "accumulate"):
-        if getattr(args, name) <= 0:
-            raise CLIError(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer", code=2)
-    if not 0.0 <= args.dropout < 1.0:
-        raise CLIError(f"--dropout={args.dropout} must be in [0, 1)", code=2)
-    _check_checkpoint_path(args.checkpoint)
-    training.set_threads(1)  # a small model gains nothing from more threads and loses a lot under load
-    process = distributed.setup()  # rank 0 of 1 without torchrun
-    try:
-        result = train_translator(
-            seed=args.seed, steps=args.steps, dropout=args.dropout, batch_size=args.batch_size,
-            accumulate=args.accumulate, precision=args.precision, progress=not args.quiet, device=process.device,
-        )  # fmt: skip
-        if not process.is_main:
-            return 0  # the other processes have the same weights: rank 0 alone evaluates, saves and reports
-        test = evaluate(result.model, result.corpus, result.dataset.test_pairs)
-        extra = {"seed": args.seed, "steps": result.history.steps, "test_exact_match": test.exact_match,
-                 "test_bleu": test.bleu, "processes": process.world_size, "precision": args.precision}  # fmt: skip
-        try:
-            path = checkpoint.save_checkpoint(args.checkpoint, result.model, *_vocabs(result.corpus), extra=extra)
-        except OSError as e:
-            raise CLIError(f"cannot save the checkpoint to {args.checkpoint}: {e.strerror or e}") from None
-    finally:
-        distributed.cleanup()
-    how = [f"{process.world_size} processes"] if process.world_size > 1 else []
-    how += [args.precision] if args.precision != "fp32" else []
-    how += [f"{args.accumulate} micro-batches per step"] if args.accumulate > 1 else []
-    print(
-        f"trained {model.count_parameters(result.model):,} parameters for {result.history.steps} steps "
-        f"in {result.history.seconds:.1f} s" + (f" ({', '.join(how)})" if how else "")
-    )
-    print(
-        f"held-out test set ({len(test.references)} sentences never seen in training): "
-        f"exact match {100 * test.exact_match:.1f} %, BLEU {test.bleu:.1f}"
-    )
-    print(f"saved {path}")
-    return 0
-
-
-def _cmd_translate(args: argparse.Namespace) -> int:
-    if args.beam <= 0:
-        raise CLIError(f"--beam={args.beam} must be a positive integer", code=2)
-    sentence = " ".join(args.sentence)
-    if not args.words and not sentence.strip():
-        raise CLIError(f'the sentence is empty: try {CLI} "咖哥 不 喜欢 他们" (or --help)', code=2)
-    ckpt = _load(args.checkpoint)
-    training.set_threads(1)
-    known = _known_words(ckpt.src_vocab)
-    if args.words:
-        print(" ".join(known))
-        return 0
-    try:
-        result = translate_sentence(ckpt.model, ckpt, sentence, beam_size=args.beam)
-    except UnknownWordsError as e:
-        raise CLIError(f"{e}; known words include {' '.join(known[:12])} ... (see --words)") from None
-    except ValueError as e:
-        raise CLIError(str(e)) from None
-    print(result.text)
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if argv[:1] == ["train"]:
-            return _cmd_train(_train_parser().parse_args(argv[1:]))
-        return _cmd_translate(_translate_parser().parse_args(argv))
-    except CLIError as e:
-        # One write per line: under torchrun every process reports the error to the same stream, and
-        # print's two writes (text, then newline) from two processes can interleave.
-        sys.stderr.write(f"error: {e}\n")
-        sys.stderr.flush()
-        return e.code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
     raise SystemExit(main())
