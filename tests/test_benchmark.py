@@ -8,7 +8,8 @@ import torch
 
 import transformer_course as tc
 from transformer_course import benchmark
-from transformer_course.benchmark._decoding import _forbid_token
+from transformer_course.benchmark._core import use_fused
+from transformer_course.benchmark._decoding import _forbid_token, output_layer
 
 ON_LINUX = sys.platform.startswith("linux")
 
@@ -113,7 +114,7 @@ def test_forbidding_a_token_makes_decoding_run_to_max_len():
     finally:
         handle.remove()
     assert out.shape == (1, 30) and not (out == 2).any()
-    assert not model.generator._forward_hooks
+    assert not output_layer(model)._forward_hooks
 
 
 def test_memory_section_shows_the_quadratic_score_matrix():
@@ -282,7 +283,9 @@ def test_main_saves_figures(tmp_path, capsys):
 def test_self_attention_with_stacked_projections_equals_three_projections(need_weights):
     # m(x, x, x) takes the one-matrix-product path for Q, K and V; distinct tensors take three products.
     torch.manual_seed(0)
-    m = tc.keep_attention_weights(tc.MultiHeadAttention(16, 4), need_weights)
+    m = tc.MultiHeadAttention(16, 4)
+    if not need_weights:
+        use_fused(m)
     x = torch.randn(2, 5, 16, requires_grad=True)
     x_copy = x.detach().clone().requires_grad_()
     stacked = m(x, x, x)

@@ -168,3 +168,67 @@ def test_pretraining_and_fine_tuning_learn_on_the_language():
     bert.fine_tune(classifier, language.encode_mlm(texts), torch.tensor(labels), 20, generator=g)
     score = bert.accuracy(classifier, language.encode_mlm(texts), torch.tensor(labels))
     assert 0.0 <= score <= 1.0 and not classifier.training
+
+
+# ---- bad input and modes: one-line errors that name the argument, a frozen encoder left frozen
+
+
+def test_the_classifier_refuses_an_empty_batch_by_name():
+    classifier = bert.BERTClassifier(make_bert(), 2)
+    with pytest.raises(ValueError, match=r"ids is empty: .*T >= 1"):
+        classifier(torch.zeros(2, 0, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    ("ids", "labels", "words"),
+    [([], [], "ids holds no sentences"),
+     (torch.zeros(0, 5, dtype=torch.long), torch.zeros(0, dtype=torch.long), "ids holds no sentences"),
+     (torch.ones(3, 5, dtype=torch.long), torch.zeros(0, dtype=torch.long), "labels holds no labels"),
+     (torch.ones(3, 0, dtype=torch.long), torch.zeros(3, dtype=torch.long), r"ids is empty: .*T >= 1"),
+     (torch.ones(3, 5, dtype=torch.long), torch.zeros(2, dtype=torch.long), "labels has 2 rows but ids has 3")],
+)  # fmt: skip
+def test_fine_tune_and_accuracy_refuse_no_sentences_by_name(ids, labels, words):
+    classifier = bert.BERTClassifier(make_bert(), 2)
+    before = [p.detach().clone() for p in classifier.parameters()]
+    with pytest.raises(ValueError, match=words):
+        bert.fine_tune(classifier, ids, labels, 2)
+    assert all(torch.equal(a, b) for a, b in zip(before, classifier.parameters())), "refused before any step"
+    with pytest.raises(ValueError, match=words):
+        bert.accuracy(classifier, ids, labels)
+
+
+def test_accuracy_leaves_a_frozen_encoder_in_eval_mode():
+    classifier = bert.BERTClassifier(make_bert(), 2).train()
+    classifier.bert.eval()  # frozen: its dropout stays off while the head trains
+    ids, labels = torch.tensor([[1, 5, 6, 2], [1, 7, 8, 2]]), torch.tensor([0, 1])
+    bert.accuracy(classifier, ids, labels)
+    assert classifier.training and classifier.pooler.training and classifier.dropout.training
+    assert not any(module.training for module in classifier.bert.modules())
+
+
+def test_bert_trains_with_the_packages_one_loop():
+    assert bert.train_steps is tc.training.train_steps
+
+
+@pytest.mark.parametrize(
+    ("labels", "error", "words"),
+    [(torch.tensor([0, 1, 7]), ValueError, r"labels holds class 7, expected classes in \[0, 1\]"),
+     (torch.tensor([0, -1, 1]), ValueError, r"labels holds class -1"),
+     (torch.tensor([0, 1, 1], dtype=torch.int32), TypeError, r"labels must be a torch.long tensor of class ids")],
+)  # fmt: skip
+def test_fine_tune_and_accuracy_refuse_labels_that_are_no_class(labels, error, words):
+    # A label outside the classes failed inside F.cross_entropy only if a batch happened to draw it, and counted
+    # as a wrong answer in accuracy; int32 labels failed inside F.cross_entropy.
+    classifier = bert.BERTClassifier(make_bert(), 2)
+    ids = torch.tensor([[1, 5, 6, 2], [1, 7, 8, 2], [1, 9, 5, 2]])
+    with pytest.raises(error, match=words):
+        bert.fine_tune(classifier, ids, labels, 2)
+    with pytest.raises(error, match=words):
+        bert.accuracy(classifier, ids, labels)
+
+
+def test_fine_tune_and_accuracy_want_a_classifier_not_the_bare_encoder():
+    ids, labels = torch.tensor([[1, 5, 6, 2]]), torch.tensor([0])
+    for function in (bert.fine_tune, bert.accuracy):
+        with pytest.raises(TypeError, match=r"classifier must be a BERTClassifier\(bert, n_classes\), got BERT"):
+            function(make_bert(), ids, labels, *([2] if function is bert.fine_tune else []))

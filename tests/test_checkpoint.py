@@ -1,5 +1,6 @@
 """Checkpoints: a round trip gives identical logits; saving is atomic; loading is safe and fails clearly."""
 
+import dataclasses
 import os
 import pickle
 import tempfile
@@ -241,3 +242,77 @@ def test_loading_leaves_the_global_random_stream_alone(trained, tmp_path):
     torch.manual_seed(123)
     tc.load_checkpoint(path)
     assert torch.equal(torch.rand(5), expected)
+
+
+# ----------------------------------------------------------------------------------------- any model, by kind
+
+
+def _gpt() -> tc.GPT:
+    torch.manual_seed(0)
+    return tc.GPT(12, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=10, dropout=0.0).eval()
+
+
+def test_a_gpt_round_trip_gives_identical_logits_and_its_vocab(tmp_path):
+    model = _gpt()
+    vocab = tc.Vocab([f"w{i}" for i in range(12)])
+    path = tc.save_checkpoint(tmp_path / "gpt.pt", model, vocab=vocab, extra={"steps": 7})
+    loaded = tc.load_checkpoint(path, kind=tc.GPT)
+    ids = torch.randint(0, 12, (2, 6))
+    assert isinstance(loaded.model, tc.GPT) and loaded.kind == "GPT" and loaded.model.config == model.config
+    assert torch.equal(loaded.model(ids), model(ids))
+    assert loaded.vocab == vocab and loaded.src_vocab is None and loaded.extra == {"steps": 7}
+    assert loaded.model.lm_head.weight is loaded.model.token_embedding.weight  # tied after loading too
+    assert tc.load_checkpoint(tc.save_checkpoint(tmp_path / "bare.pt", model)).vocab is None
+
+
+def test_a_checkpoint_of_another_kind_is_refused_by_name(trained, tmp_path):
+    translator, corpus = trained
+    gpt_path = tc.save_checkpoint(tmp_path / "gpt.pt", _gpt())
+    with pytest.raises(ValueError, match=r"gpt.pt holds a GPT, not a Transformer"):
+        tc.load_checkpoint(gpt_path, kind=tc.Transformer)
+    path = tc.save_checkpoint(tmp_path / "t.pt", translator, corpus.src_vocab, corpus.tgt_vocab)
+    with pytest.raises(ValueError, match=r"t.pt holds a Transformer, not a GPT"):
+        tc.load_checkpoint(path, kind=tc.GPT)
+    with pytest.raises(TypeError, match="kind must be one of the model classes"):
+        tc.load_checkpoint(path, kind=tc.MLP)
+
+
+def test_saving_refuses_the_wrong_vocabularies_for_the_kind(trained, tmp_path):
+    translator, corpus = trained
+    with pytest.raises(TypeError, match=r"give a GPT its vocab=\.\.\. instead"):
+        tc.save_checkpoint(tmp_path / "g.pt", _gpt(), corpus.src_vocab, corpus.tgt_vocab)
+    with pytest.raises(ValueError, match="vocab has 3 tokens but the model's vocab_size is 12"):
+        tc.save_checkpoint(tmp_path / "g.pt", _gpt(), vocab=tc.Vocab(["a", "b", "c"]))
+    with pytest.raises(TypeError, match=r"model must be one of .* got MLP"):
+        tc.save_checkpoint(tmp_path / "m.pt", tc.MLP([2, 3]))
+    with pytest.raises(TypeError, match="vocab is for language models"):
+        tc.save_checkpoint(tmp_path / "t.pt", translator, corpus.src_vocab, corpus.tgt_vocab, vocab=corpus.src_vocab)
+
+
+def test_a_format_1_checkpoint_with_the_old_output_name_still_loads(trained, tmp_path):
+    # Written before the redesign: no "kind", and the output layer saved as generator.weight.
+    model, corpus = trained
+    state = {("generator.weight" if k == "lm_head.weight" else k): v for k, v in model.state_dict().items()}
+    payload = {
+        "format": "transformer_course/1",
+        "config": dataclasses.asdict(model.config),
+        "state_dict": state,
+        "src_vocab": list(corpus.src_vocab.itos),
+        "tgt_vocab": list(corpus.tgt_vocab.itos),
+        "extra": {},
+    }
+    torch.save(payload, tmp_path / "old.pt")
+    loaded = tc.load_checkpoint(tmp_path / "old.pt", kind=tc.Transformer)
+    batch = corpus.batch()
+    assert torch.equal(loaded.model(batch.src, batch.tgt_in), model(batch.src, batch.tgt_in))
+
+
+def test_a_bert_round_trip_gives_identical_hidden_states(tmp_path):
+    torch.manual_seed(0)
+    model = tc.BERT(15, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=12, pad_id=1, norm_first=True).eval()
+    loaded = tc.load_checkpoint(tc.save_checkpoint(tmp_path / "bert.pt", model), kind=tc.BERT)
+    ids = torch.randint(0, 15, (2, 7))
+    assert loaded.model.config == model.config == tc.BERTConfig(15, 16, 2, 2, 32, 12, 0.1, 1, True)
+    assert torch.equal(loaded.model(ids), model(ids))
+    with pytest.raises(ValueError, match=r"bert.pt holds a BERT, not a GPT"):
+        tc.load_checkpoint(tmp_path / "bert.pt", kind=tc.GPT)

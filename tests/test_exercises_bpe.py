@@ -1,28 +1,20 @@
-"""Chapter 17's checkers: the reference solutions pass, and each usual mistake gets its own diagnosis.
+"""Chapter 17's wrong answers (`WRONG_ANSWERS`) and the tests specific to its checkers.
 
 The wrong answers below are written the way a reader might write them, independently of the variants the
 checkers use to recognise the mistakes; at least ten per exercise.
+
+tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+words of its message), with the reference solution and the checks common to every checker.
 """
 
 import codecs
 from collections import Counter
 from itertools import pairwise
 
-import pytest
-
 import transformer_course as tc
 from transformer_course.bpe import merge, pretokenize
 from transformer_course.exercises import bpe as exercises
 from transformer_course.exercises import check, solutions
-
-NAMES = ["pair_changes", "merges_to_one_token", "complete_length"]
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_reference_solution_passes(name):
-    result = getattr(check, name)(getattr(solutions, name))
-    assert result.passed and result.mistake is None, result
-    assert repr(result).startswith(f"✅ {name}: passed all")
 
 
 def train_byte_values(text, n_merges):
@@ -237,14 +229,6 @@ WRONG_CHANGES = [
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_CHANGES)
-def test_pair_changes_mistakes_are_named(reader, mistake, words):
-    result = check.pair_changes(reader)
-    assert not result.passed
-    assert result.mistake == mistake, result
-    assert words in result.message, result.message
-
-
 # ---- exercise 17.2: how many merges make a word one token
 
 
@@ -393,17 +377,6 @@ WRONG_TO_ONE = [
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_TO_ONE)
-def test_merges_to_one_token_mistakes_are_named(reader, mistake, words, monkeypatch):
-    from transformer_course.exercises import _core
-
-    monkeypatch.setattr(_core, "TIME_LIMIT", 1.0)  # the endless loop is stopped sooner than in a notebook
-    result = check.merges_to_one_token(reader)
-    assert not result.passed
-    assert result.mistake == mistake, result
-    assert words in result.message, result.message
-
-
 # ---- exercise 17.3: the whole characters of a stream of bytes
 
 
@@ -510,18 +483,5 @@ WRONG_LENGTHS = [
 ]
 
 
-@pytest.mark.parametrize(("reader", "mistake", "words"), WRONG_LENGTHS)
-def test_complete_length_mistakes_are_named(reader, mistake, words):
-    result = check.complete_length(reader)
-    assert not result.passed
-    assert result.mistake == mistake, result
-    assert words in result.message, result.message
-
-
-# Read by tests/test_exercises.py, which requires at least ten wrong answers per checker.
+# Read by tests/exercise_cases.py; tests/test_exercise_checkers.py requires at least ten per checker.
 WRONG_ANSWERS = {"pair_changes": WRONG_CHANGES, "merges_to_one_token": WRONG_TO_ONE, "complete_length": WRONG_LENGTHS}
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_at_least_ten_wrong_answers_per_exercise(name):
-    assert len(WRONG_ANSWERS[name]) >= 10

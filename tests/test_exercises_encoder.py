@@ -1,21 +1,16 @@
-"""Chapter 9's checker: the reference encoder layer passes, and each known assembly mistake gets its diagnosis.
+"""Chapter 9's wrong answers (`WRONG_ANSWERS`) and the tests specific to its checker.
 
 The wrong answers are written the way a reader might write them, independently of the checker's variants.
+
+tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+words of its message), with the reference solution and the checks common to every checker.
 """
 
-import pytest
 import torch
 import torch.nn.functional as F
-from exercise_cases import ARGNAMES, wrong_answer_cases
 
 import transformer_course as tc
-from transformer_course.exercises import check, solutions
-
-
-def test_reference_solution_passes():
-    result = check.encoder_layer(solutions.encoder_layer)
-    assert result.passed and result.mistake is None, result
-    assert repr(result).startswith("✅ encoder_layer: passed all 4 cases")
+from transformer_course.exercises import solutions
 
 
 def test_solution_equals_the_package_layer():
@@ -127,9 +122,3 @@ WRONG_ANSWERS = {
         (last_position_only, None, "returned shape (2, 8) on 2 padded sentences"),
     ],
 }
-
-
-@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
-def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
-    result = getattr(check, name)(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result

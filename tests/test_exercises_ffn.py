@@ -1,24 +1,18 @@
-"""Chapter 5's checkers: the reference solutions pass, and each known mistake gets its own diagnosis.
+"""Chapter 5's wrong answers (`WRONG_ANSWERS`) and the tests specific to its checkers.
 
 The wrong answers below are written the way a reader might write them, independently of the
 variants the checkers use to recognise the mistakes.
+
+tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+words of its message), with the reference solution and the checks common to every checker.
 """
 
-import pytest
 import torch
 import torch.nn.functional as F
-from exercise_cases import ARGNAMES, wrong_answer_cases
 from torch import nn
 
 import transformer_course as tc
-from transformer_course.exercises import check, solutions
-
-
-@pytest.mark.parametrize("name", ["ffn_forward", "linear_from_conv1d"])
-def test_reference_solution_passes(name):
-    result = getattr(check, name)(getattr(solutions, name))
-    assert result.passed and result.mistake is None, result
-    assert repr(result).startswith(f"✅ {name}: passed all")
+from transformer_course.exercises import solutions
 
 
 def test_solutions_agree_with_the_package_and_with_conv1d():
@@ -196,9 +190,3 @@ WRONG_ANSWERS = {
         (conv_without_return, None, "it returned None: is the `return` missing?"),
     ],
 }
-
-
-@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
-def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
-    result = getattr(check, name)(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result

@@ -1,16 +1,14 @@
-"""Chapter 11's checker: the reference parameter-count formula passes, and each known wrong formula is named."""
+"""Chapter 11's wrong answers (`WRONG_ANSWERS`) and the tests specific to its checker.
+
+tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+words of its message), with the reference solution and the checks common to every checker.
+"""
 
 import pytest
 import torch
-from exercise_cases import ARGNAMES, wrong_answer_cases
 
 import transformer_course as tc
-from transformer_course.exercises import check, solutions
-
-
-def test_reference_solution_passes():
-    result = check.count_transformer_parameters(solutions.count_transformer_parameters)
-    assert result.passed and result.mistake is None, result
+from transformer_course.exercises import solutions
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -100,9 +98,3 @@ WRONG_ANSWERS = {
         ),
     ],
 }
-
-
-@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
-def test_wrong_answers_get_their_diagnosis(name, reader, mistake, words):
-    result = getattr(check, name)(reader)
-    assert not result.passed and result.mistake == mistake and words in result.message, result

@@ -329,3 +329,13 @@ def test_layers_take_a_block_config_whole():
     assert tc.GPTConfig(20, d_model=16, n_heads=2, d_ff=32).block.activation == "gelu"
     with pytest.raises(ValueError, match="d_model=16 is not divisible by n_heads=3"):
         tc.encoder.BlockConfig(d_model=16, n_heads=3)
+
+
+def test_bert_config_is_checked_once_and_rebuilds_the_model():
+    config = tc.BERTConfig(vocab_size=20, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=12, pad_id=3)
+    model = tc.BERT.from_config(config)
+    assert model.config == config and model.config.block.activation == "gelu" and len(model.encoder.layers) == 2
+    with pytest.raises(ValueError, match=r"pad_id=20 must be a token id in \[0, 19\]"):
+        tc.BERTConfig(vocab_size=20, pad_id=20)
+    with pytest.raises(TypeError, match="config must be a BERTConfig"):
+        tc.BERT.from_config(tc.GPTConfig(20))

@@ -188,3 +188,12 @@ def test_the_benchmark_section_trains_and_compares_with_every_compressor():
     assert model["steps"] >= 1 and 0 < model["bits_per_byte"] < 20 and model["cpu_min"] > 0
     assert all(0 < row["bits_per_byte"] < 8 for row in table.rows[1:])
     assert "beats the best of each compressor" in table.format()
+
+
+def test_heldout_loss_gives_every_submodule_its_own_mode_back():
+    # model.train(was_training) would switch a frozen (eval-mode) block back to training: `evaluating` does not.
+    torch.manual_seed(0)
+    model = tc.GPT(20, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=16).train()
+    model.layers[0].eval()  # a frozen block
+    tc.heldout_loss(model, torch.randint(0, 20, (40,)), block_size=8)
+    assert model.training and not model.layers[0].training and model.layers[1].training

@@ -4,6 +4,7 @@ The two-process tests (torchrun) are in test_distributed.py.
 """
 
 import copy
+import itertools
 import random
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import transformer_course as tc
 from transformer_course import datasets, distributed, training, translate
@@ -440,3 +442,74 @@ def test_world_explains_a_bad_or_stale_world_size(monkeypatch, env, exc, words):
         monkeypatch.setenv(name, value)
     with pytest.raises(exc, match=words):
         training.world()
+
+
+def test_fit_refuses_a_language_model_in_one_line_naming_train_lm():
+    corpus, _, loss_fn, _ = _tiny_setup()
+    model = tc.GPT(len(corpus.tgt_vocab), d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=16)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match=r"^model .*\(src, tgt_in\).*GPT.*gpt\.train_lm") as error:
+        tc.fit(model, [corpus.batch()], 2, optimizer, loss_fn, progress=False)
+    assert "\n" not in str(error.value)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())), "refused before any step"
+
+
+# --- train_steps: the loop GPT and BERT train with (AdamW, warm-up then cosine, clipping) -------------------
+
+
+def test_warmup_cosine_rises_linearly_then_falls_to_zero():
+    factors = [training.warmup_cosine(step, 10, 4) for step in range(10)]
+    assert factors[:4] == [0.25, 0.5, 0.75, 1.0]
+    assert factors[4] == 1.0 and factors[7] == pytest.approx(0.5) and factors[-1] == pytest.approx(0.0669873)
+    assert all(a >= b for a, b in itertools.pairwise(factors[3:]))
+
+
+def test_train_steps_is_adamw_with_warmup_cosine_and_clipping_step_for_step():
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Dropout(0.1), nn.Linear(8, 1))
+
+    x, y = torch.randn(16, 3, generator=torch.Generator().manual_seed(1)), torch.randn(16, 1)
+    model, by_hand = make(), make()
+    seen = []
+
+    def evaluate():
+        seen.append(model.training)
+        model.eval()  # train_steps must switch it back
+        return 1.5
+
+    norms = []  # the gradient norm each optimizer step sees: 100 · MSE's is far above 1, so clipped to 1
+
+    def record_norm(optimizer, args, kwargs):
+        norms.append(float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))))
+
+    torch.manual_seed(2)
+    hook = register_optimizer_step_pre_hook(record_norm)
+    try:
+        history = training.train_steps(model, lambda: 100 * F.mse_loss(model(x), y), 6, lr=0.1, warmup=2,
+                                       weight_decay=0.05, evaluate=evaluate, eval_every=4)  # fmt: skip
+    finally:
+        hook.remove()
+    assert norms == pytest.approx([1.0] * 6, rel=1e-5)
+    # The same steps written out: AdamW (0.9, 0.95), the rate lr · warmup_cosine, gradient norm clipped at 1.
+    optimizer = torch.optim.AdamW(by_hand.parameters(), lr=0.1, betas=(0.9, 0.95), weight_decay=0.05)
+    torch.manual_seed(2)
+    losses, lrs = [], []
+    by_hand.train()
+    for step in range(6):
+        lrs.append(0.1 * training.warmup_cosine(step, 6, 2))
+        for group in optimizer.param_groups:
+            group["lr"] = lrs[-1]
+        optimizer.zero_grad()
+        loss = 100 * F.mse_loss(by_hand(x), y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(by_hand.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    assert history.losses == pytest.approx(losses, rel=1e-6) and history.lrs == pytest.approx(lrs)
+    assert history.steps == 6 and history.evals == [(4, 1.5), (6, 1.5)]
+    assert seen == [True, True]  # back in train mode after the first evaluation
+    for p, q in zip(model.parameters(), by_hand.parameters()):
+        torch.testing.assert_close(p, q)
+    assert not model.training

@@ -11,7 +11,7 @@ Tensors are batch-first (B, T, D); masks are bool with True = may attend.
 
 from . import corpus
 from .attention import attention_scale, scaled_dot_product_attention
-from .bert import BERT, BERTClassifier, mask_tokens
+from .bert import BERT, BERTClassifier, BERTConfig, mask_tokens
 from .bpe import BPETokenizer
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .data import POST1_PAIRS, Batch, ParallelCorpus, Vocab, make_batch
@@ -61,7 +61,7 @@ __all__ = [
     "Vocab", "ParallelCorpus", "Batch", "make_batch", "POST1_PAIRS",
     "Checkpoint", "save_checkpoint", "load_checkpoint",
     "GPT", "GPTConfig", "generate",
-    "BERT", "BERTClassifier", "mask_tokens",
+    "BERT", "BERTConfig", "BERTClassifier", "mask_tokens",
     "BPETokenizer", "corpus",
     "get_batch", "heldout_blocks", "heldout_loss", "bits_per_byte", "compressed_bits_per_byte",
     "ModernConfig", "ModernDecoder", "RotaryEmbedding", "apply_rope", "SwiGLU", "repeat_kv", "from_hf", "to_hf",

@@ -13,24 +13,28 @@ Devlin et al. 2019, §3.1). `mask_tokens` picks 15 % of the positions; of those,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_positive_int, check_probability, check_tensor
+from ._modes import evaluating
+from ._validate import at_the_door, check_positive_int, check_probability, check_tensor, check_token_ids, checked
+from .checkpoint import register_model
 from .embedding import LearnedPositionalEncoding
-from .encoder import Encoder
-from .gpt import check_token_ids, train_steps
+from .encoder import BlockConfig, Encoder
 from .masks import padding_mask
 from .norm import LayerNorm
-from .training import History
+from .training import History, train_steps
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: a label that counts for nothing
 
 
-def _check_masking_args(ids, mask_id, vocab_size, p, special_ids) -> tuple[torch.Tensor, torch.Tensor]:
+def _check_masking_args(
+    ids: torch.Tensor, mask_id: int, vocab_size: int, p: float, special_ids: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The special ids as a tensor and a (vocab_size,) bool mask of the ordinary ones; errors name the argument."""
     check_tensor(ids, "ids", floating=False)
     check_positive_int(vocab_size, "vocab_size")
@@ -95,6 +99,44 @@ class MaskedLMHead(nn.Module):
         return F.linear(self.norm(self.activation(self.transform(hidden))), self.embedding.weight, self.bias)
 
 
+@dataclass(frozen=True)
+class BERTConfig:
+    """Everything that builds a `BERT`: `BERT.from_config(config)` rebuilds it, and a checkpoint stores it.
+    Every field is checked once, when the config is made; `block` is what every encoder layer is built from."""
+
+    vocab_size: int
+    d_model: int = 256
+    n_heads: int = 4
+    n_layers: int = 4
+    d_ff: int = 1024
+    max_len: int = 512
+    dropout: float = 0.1
+    pad_id: int = 0
+    norm_first: bool = False
+
+    def __post_init__(self) -> None:
+        if at_the_door():  # inside a checked call (BERT's constructor), the fields were checked at its door
+            self.block  # noqa: B018 -- building the BlockConfig checks the layers' fields
+            for name in ("vocab_size", "n_layers", "max_len"):
+                check_positive_int(getattr(self, name), name)
+            pad_id = self.pad_id
+            if isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < self.vocab_size:
+                raise ValueError(f"pad_id={pad_id!r} must be a token id in [0, {self.vocab_size - 1}]")
+
+    @property
+    def block(self) -> BlockConfig:
+        """Every layer's sizes and options: GELU as in BERT, post-LN unless norm_first."""
+        return BlockConfig(self.d_model, self.n_heads, self.d_ff, self.dropout, self.norm_first, activation="gelu")
+
+
+def _check_config(model, *args, **kwargs) -> None:
+    BERTConfig(*args, **kwargs)
+
+
+def _check_ids(model, ids) -> None:
+    check_token_ids(check_tensor(ids, "ids", ndim=2, floating=False), "ids", model.vocab_size)
+
+
 class BERT(nn.Module):
     """A BERT-style encoder. forward(ids (B, T)) -> hidden states (B, T, d_model); `mlm_logits(ids)` -> (B, T, V).
 
@@ -102,6 +144,7 @@ class BERT(nn.Module):
     GELU as in BERT (norm_first=False); norm_first=True gives pre-LN layers and a final LayerNorm.
     """
 
+    @checked(_check_config)  # every argument checked once, here; the modules built inside skip their checks
     def __init__(
         self,
         vocab_size: int,
@@ -115,20 +158,23 @@ class BERT(nn.Module):
         norm_first: bool = False,
     ):
         super().__init__()
-        check_positive_int(vocab_size, "vocab_size")
-        if isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < vocab_size:
-            raise ValueError(f"pad_id={pad_id!r} must be a token id in [0, {vocab_size - 1}]")
-        self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
-                           max_len=max_len, dropout=dropout, pad_id=pad_id, norm_first=norm_first)  # fmt: skip
+        self.config = config = BERTConfig(vocab_size, d_model, n_heads, n_layers, d_ff, max_len, dropout, pad_id,
+                                          norm_first)  # fmt: skip
         self.vocab_size, self.pad_id, self.d_model = vocab_size, pad_id, d_model
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.positions = LearnedPositionalEncoding(d_model, max_len)
         # BERT normalises the sum of the embeddings before the first layer (then dropout).
         self.embedding_norm = LayerNorm(d_model)
-        self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
-        self.encoder = Encoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first, activation="gelu")
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = Encoder.from_config(config.block, n_layers)
         self.mlm_head = MaskedLMHead(self.token_embedding)
         self._init_weights()
+
+    @classmethod
+    def from_config(cls, config: BERTConfig) -> BERT:
+        if not isinstance(config, BERTConfig):
+            raise TypeError(f"config must be a BERTConfig, got {type(config).__name__}")
+        return cls(**asdict(config))
 
     def _init_weights(self) -> None:
         # BERT's initialisation: N(0, 0.02) for every matrix and embedding, zero biases.
@@ -138,14 +184,17 @@ class BERT(nn.Module):
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
 
+    @checked(_check_ids)
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_token_ids(check_tensor(ids, "ids", ndim=2, floating=False), "ids", self.vocab_size)
         x = self.dropout(self.embedding_norm(self.positions(self.token_embedding(ids))))
         return self.encoder(x, padding_mask(ids, self.pad_id))
 
     def mlm_logits(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, V) for the token at every position of ids (B, T)."""
         return self.mlm_head(self(ids))
+
+
+register_model(BERT, BERTConfig)
 
 
 class BERTClassifier(nn.Module):
@@ -166,6 +215,8 @@ class BERTClassifier(nn.Module):
             nn.init.zeros_(linear.bias)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if check_tensor(ids, "ids", ndim=2, floating=False).shape[1] == 0:
+            raise ValueError("ids is empty: expected shape (B, T) with T >= 1, ids[:, 0] = <cls>")
         cls = self.bert(ids)[:, 0]  # (B, D): the summary position
         return self.classifier(self.dropout(torch.tanh(self.pooler(cls))))
 
@@ -213,6 +264,7 @@ def fine_tune(
     generator: torch.Generator | None = None,
 ) -> History:
     """Train `classifier` on the labelled sentences ids (N, T), labels (N,): batches drawn with replacement."""
+    check_labelled(classifier, ids, labels)
     check_positive_int(batch_size, "batch_size")
     device = next(classifier.parameters()).device
 
@@ -223,14 +275,36 @@ def fine_tune(
     return train_steps(classifier, step_loss, steps, lr, warmup, 0.01)
 
 
-@torch.no_grad()
 def accuracy(classifier: BERTClassifier, ids: torch.Tensor, labels: torch.Tensor) -> float:
-    """The share of sentences ids (N, T) whose predicted class is labels (N,); in eval mode."""
-    was_training = classifier.training
-    classifier.eval()
-    try:
+    """The share of sentences ids (N, T) whose predicted class is labels (N,); in eval mode.
+
+    Each submodule's train/eval flag is restored afterwards (`evaluating`), a frozen encoder's included.
+    """
+    check_labelled(classifier, ids, labels)
+    with evaluating(classifier):
         device = next(classifier.parameters()).device
         predictions = classifier(ids.to(device)).argmax(dim=-1).cpu()
-    finally:
-        classifier.train(was_training)
     return float((predictions == labels).float().mean())
+
+
+def check_labelled(classifier: BERTClassifier, ids: torch.Tensor, labels: torch.Tensor) -> None:
+    """Sentences ids (N, T), N, T >= 1, and labels (N,), classes of `classifier`; errors name the argument."""
+    if not isinstance(classifier, BERTClassifier):
+        raise TypeError(f"classifier must be a BERTClassifier(bert, n_classes), got {type(classifier).__name__}")
+    for name, value, ndim, what in (("ids", ids, 2, "sentences"), ("labels", labels, 1, "labels")):
+        # An empty list is a missing data set more than a wrong type: say so, as for an empty tensor.
+        if isinstance(value, Sized) and not isinstance(value, torch.Tensor) and len(value) == 0:
+            raise ValueError(f"{name} holds no {what}: give at least one labelled sentence")
+        if len(check_tensor(value, name, ndim=ndim, floating=False)) == 0:
+            raise ValueError(f"{name} holds no {what}: give at least one labelled sentence")
+    if ids.shape[1] == 0:
+        raise ValueError("ids is empty: expected shape (N, T) with T >= 1, ids[:, 0] = <cls>")
+    if len(labels) != len(ids):
+        raise ValueError(f"labels has {len(labels)} rows but ids has {len(ids)}: one label per sentence")
+    if labels.dtype != torch.long:  # F.cross_entropy's class targets
+        raise TypeError(f"labels must be a torch.long tensor of class ids, got dtype {labels.dtype}")
+    # A label outside the classes would fail inside F.cross_entropy only when a batch draws it.
+    n_classes = classifier.classifier.out_features
+    outside = (labels < 0) | (labels >= n_classes)
+    if outside.any():
+        raise ValueError(f"labels holds class {int(labels[outside][0])}, expected classes in [0, {n_classes - 1}]")

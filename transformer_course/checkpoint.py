@@ -1,4 +1,9 @@
-"""Saving and loading a trained model: weights, the configuration that rebuilds it, and its vocabularies.
+"""Saving and loading a trained model: weights, the kind and configuration that rebuild it, and its vocabularies.
+
+Any model that registers itself with `register_model` (its class and its frozen config dataclass) can be saved:
+the translator (`Transformer`, with its source and target vocabularies), `GPT` (chapter 14) and `BERT`
+(chapter 15), with an optional vocabulary. The file records the model's kind; `load_checkpoint(path,
+kind=tc.GPT)` refuses a checkpoint of another kind by name.
 
 The file is written to a temporary name and renamed into place, so a crash mid-save never leaves a
 half-written checkpoint behind; loading uses `torch.load(weights_only=True)`, which refuses to run
@@ -17,41 +22,81 @@ import pickle
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
 from .data import EOS, PAD, SOS, Vocab
 from .model import Transformer, TransformerConfig
 
-FORMAT = "transformer_course/1"
+FORMAT = "transformer_course/2"  # /1: a Transformer only, without "kind"; still read
+OLD_FORMATS = ("transformer_course/1",)
 PLAIN = (str, int, float, bool, type(None))  # with lists, tuples and dicts of them: what weights_only loads
+
+# kind -> (model class, its config class); GPT and BERT register themselves when their modules are imported.
+MODELS: dict[str, tuple[type[nn.Module], type]] = {}
+
+
+def register_model(model_class: type[nn.Module], config_class: type) -> None:
+    """Let `save_checkpoint`/`load_checkpoint` handle `model_class`, built by `model_class.from_config(config)`."""
+    MODELS[model_class.__name__] = (model_class, config_class)
+
+
+register_model(Transformer, TransformerConfig)
 
 
 @dataclass
 class Checkpoint:
-    model: Transformer
-    src_vocab: Vocab
-    tgt_vocab: Vocab
+    """What `load_checkpoint` returns: the model (in eval mode) and what was saved with it.
+
+    A translator has `src_vocab` and `tgt_vocab`; a language model (GPT, BERT) may have one `vocab`."""
+
+    model: Any
+    src_vocab: Vocab | None = None
+    tgt_vocab: Vocab | None = None
     extra: dict = field(default_factory=dict)
+    vocab: Vocab | None = None
+
+    @property
+    def kind(self) -> str:
+        return type(self.model).__name__
 
 
 def save_checkpoint(
-    path: str | os.PathLike, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, extra: dict | None = None
+    path: str | os.PathLike,
+    model: nn.Module,
+    src_vocab: Vocab | None = None,
+    tgt_vocab: Vocab | None = None,
+    extra: dict | None = None,
+    vocab: Vocab | None = None,
 ) -> Path:
-    """Write model weights + config + vocabularies (+ `extra`, plain data only) to `path`, atomically."""
-    if not isinstance(model, Transformer):
-        raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
-    check_vocabularies(model.config, src_vocab, tgt_vocab)
+    """Write the model's kind, config and weights, its vocabularies and `extra` (plain data only), atomically.
+
+    A Transformer needs its src_vocab and tgt_vocab (a checkpoint that loads must translate); a GPT or BERT
+    takes an optional `vocab` instead.
+    """
+    kind = _kind_of(model)
+    if kind == "Transformer":
+        check_vocabularies(model.config, src_vocab, tgt_vocab)
+        if vocab is not None:
+            raise TypeError("vocab is for language models: a Transformer takes src_vocab and tgt_vocab")
+    else:
+        if src_vocab is not None or tgt_vocab is not None:
+            raise TypeError(f"src_vocab and tgt_vocab are a translator's: give a {kind} its vocab=... instead")
+        _check_lm_vocab(vocab, model.config.vocab_size)
     extra = {} if extra is None else extra
     check_plain(extra, "extra")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "format": FORMAT,
+        "kind": kind,
         "config": asdict(model.config),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "src_vocab": list(src_vocab.itos),
-        "tgt_vocab": list(tgt_vocab.itos),
+        "src_vocab": None if src_vocab is None else list(src_vocab.itos),
+        "tgt_vocab": None if tgt_vocab is None else list(tgt_vocab.itos),
+        "vocab": None if vocab is None else list(vocab.itos),
         "extra": dict(extra),
     }
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -66,12 +111,17 @@ def save_checkpoint(
     return path
 
 
-def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None = None) -> Checkpoint:
+def load_checkpoint(
+    path: str | os.PathLike, device: torch.device | str | None = None, kind: type[nn.Module] | None = None
+) -> Checkpoint:
     """Rebuild the model saved at `path` (in eval mode, on `device`) with its vocabularies.
 
+    `kind` (e.g. `tc.GPT`): the model class expected; a checkpoint of another kind is refused by name.
     A missing file raises FileNotFoundError; an empty, truncated, foreign or damaged one a ValueError that
     says which.
     """
+    if kind is not None and (not isinstance(kind, type) or kind.__name__ not in MODELS):
+        raise TypeError(f"kind must be one of the model classes {sorted(MODELS)}, got {kind!r}")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
@@ -87,19 +137,31 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None =
         ) from e
     except Exception as e:  # truncated zip, random bytes, ...
         raise ValueError(f"{path} is not a readable checkpoint ({_describe(e)})") from e
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    if not isinstance(payload, dict) or payload.get("format") not in (FORMAT, *OLD_FORMATS):
         raise ValueError(f"{path} is not a transformer_course checkpoint (expected format {FORMAT!r})")
+    saved = payload.get("kind", "Transformer")  # format 1 held translators only
+    if kind is not None and saved != kind.__name__:
+        raise ValueError(f"{path} holds a {saved}, not a {kind.__name__}: load it as what it is")
     try:
+        if saved not in MODELS:
+            raise ValueError(f"unknown model kind {saved!r}, expected one of {sorted(MODELS)}")
+        model_class, config_class = MODELS[saved]
         # Building a model draws its initial weights from the global random stream; they are overwritten at
         # once, so draw them from a fork: loading in the middle of a seeded experiment changes nothing after it.
         with torch.random.fork_rng(devices=[]):
-            model = Transformer.from_config(TransformerConfig(**payload["config"]))
+            model: Any = model_class.from_config(config_class(**payload["config"]))  # type: ignore[attr-defined]
         model.load_state_dict(payload["state_dict"])
         broken = [name for name, tensor in payload["state_dict"].items() if not torch.isfinite(tensor).all()]
         if broken:
             raise ValueError(f"{len(broken)} tensors hold NaN or infinite values, e.g. {broken[0]}")
-        src_vocab, tgt_vocab = _vocab(payload["src_vocab"], "src_vocab"), _vocab(payload["tgt_vocab"], "tgt_vocab")
-        check_vocabularies(model.config, src_vocab, tgt_vocab)
+        src_vocab = tgt_vocab = vocab = None
+        if saved == "Transformer":
+            src_vocab = _vocab(payload["src_vocab"], "src_vocab")
+            tgt_vocab = _vocab(payload["tgt_vocab"], "tgt_vocab")
+            check_vocabularies(model.config, src_vocab, tgt_vocab)
+        elif payload.get("vocab") is not None:
+            vocab = _vocab(payload["vocab"], "vocab")
+            _check_lm_vocab(vocab, model.config.vocab_size)
         extra = payload.get("extra", {})
         check_plain(extra, "extra")
     except (KeyError, TypeError, RuntimeError, ValueError) as e:
@@ -107,7 +169,25 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None =
     if device is not None:
         model.to(device)
     model.eval()
-    return Checkpoint(model, src_vocab, tgt_vocab, extra)
+    return Checkpoint(model, src_vocab, tgt_vocab, extra, vocab)
+
+
+def _kind_of(model) -> str:
+    """The registered kind of `model`, or a TypeError that lists the kinds a checkpoint can hold."""
+    kind = type(model).__name__
+    if kind not in MODELS or not isinstance(model, MODELS[kind][0]):
+        raise TypeError(f"model must be one of {sorted(MODELS)} from transformer_course, got {kind}")
+    return kind
+
+
+def _check_lm_vocab(vocab, vocab_size: int) -> None:
+    """None, or a Vocab with one token per row of the model's embedding."""
+    if vocab is None:
+        return
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"vocab must be a transformer_course.data.Vocab, got {type(vocab).__name__}")
+    if len(vocab) != vocab_size:
+        raise ValueError(f"vocab has {len(vocab)} tokens but the model's vocab_size is {vocab_size}")
 
 
 def _vocab(tokens, name: str) -> Vocab:

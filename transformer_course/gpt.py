@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, cast, runtime_checkable
@@ -26,12 +25,13 @@ from torch import nn
 
 from ._modes import evaluating
 from ._validate import at_the_door, check_bool, check_positive_int, check_tensor, check_token_ids, checked
+from .checkpoint import register_model
 from .decoding import check_finite_logits
 from .efficient import KVCache
 from .embedding import LearnedPositionalEncoding
 from .encoder import BlockConfig, Encoder, EncoderLayer
 from .masks import causal_mask
-from .training import History
+from .training import History, train_steps, warmup_cosine  # noqa: F401 -- re-exported: notebooks call gpt.train_steps
 
 
 @dataclass(frozen=True)
@@ -196,6 +196,9 @@ def sample_next(
     return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
 
 
+register_model(GPT, GPTConfig)
+
+
 @runtime_checkable
 class LanguageModel(Protocol):
     """What `generate` needs of a model: `GPT` and chapter 19's `ModernDecoder` both have it.
@@ -332,52 +335,6 @@ def evaluate_lm(model: GPT, ids: torch.Tensor, pad_id: int, batch_size: int = 10
                 F.cross_entropy(logits.flatten(0, 1), rows[:, 1:].flatten(), ignore_index=pad_id, reduction="sum")
             )
     return total / int((targets != pad_id).sum())
-
-
-def warmup_cosine(step: int, steps: int, warmup: int) -> float:
-    """The learning-rate factor at `step` (0-based): linear warm-up over `warmup` steps, then a cosine to 0."""
-    if step < warmup:
-        return (step + 1) / warmup
-    return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
-
-
-def train_steps(
-    model: nn.Module,
-    step_loss: Callable[[], torch.Tensor],
-    steps: int,
-    lr: float = 1e-3,
-    warmup: int = 50,
-    weight_decay: float = 0.01,
-    evaluate: Callable[[], float] | None = None,
-    eval_every: int = 100,
-) -> History:
-    """`steps` AdamW steps on `step_loss()`, the loss of a fresh batch; warm-up then cosine decay, gradients clipped.
-
-    `evaluate()` runs every `eval_every` steps and after the last; the model is left in eval mode.
-    """
-    check_positive_int(steps, "steps")
-    check_positive_int(eval_every, "eval_every")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, steps, warmup))
-    history = History()
-    start = time.perf_counter()
-    model.train()
-    for step in range(1, steps + 1):
-        loss = step_loss()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        history.lrs.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        scheduler.step()
-        history.losses.append(loss.item())
-        history.steps = step
-        if evaluate is not None and (step % eval_every == 0 or step == steps):
-            history.evals.append((step, float(evaluate())))
-            model.train()  # evaluate() may have switched to eval mode
-    model.eval()
-    history.seconds = time.perf_counter() - start
-    return history
 
 
 def train_lm(

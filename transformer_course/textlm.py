@@ -19,6 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ._modes import evaluating
 from ._validate import check_positive_int, check_tensor
 from .gpt import GPT
 
@@ -76,18 +77,14 @@ def heldout_loss(model: GPT, data: torch.Tensor, block_size: int, batch_size: in
     if len(data) < 2:
         raise ValueError(f"data has {len(data)} tokens: at least 2 are needed to predict one")
     x, y = heldout_blocks(data, block_size)  # (n, T) each
-    was_training = model.training
-    model.eval()
     total = 0.0
-    try:
+    with evaluating(model):  # each submodule gets its own mode back afterwards, a frozen one included
         for xs, ys in zip(x.split(batch_size), y.split(batch_size)):
             total += float(F.cross_entropy(model(xs).flatten(0, 1), ys.flatten(), reduction="sum"))  # (B·T, V)
         rest = data[x.numel() :]  # the last, shorter block: len(rest) - 1 predictions
         if len(rest) > 1:
             logits = model(rest[None, :-1])[0]  # (t, V)
             total += float(F.cross_entropy(logits, rest[1:], reduction="sum"))
-    finally:
-        model.train(was_training)
     return total / (len(data) - 1), len(data) - 1
 
 

@@ -8,11 +8,16 @@ diverge without the warm-up: early gradients through the final LayerNorms are la
 `fit` also does what larger runs need (appendix B): gradient accumulation over micro-batches, mixed
 precision with `torch.autocast`, and data-parallel training with DistributedDataParallel when the
 program runs under torchrun (see `transformer_course.distributed`).
+
+`fit` trains the translator, model(src, tgt_in), on batches; `train_steps` is the loop GPT (`gpt.train_lm`)
+and BERT (`bert.pretrain_mlm`, `bert.fine_tune`) train with: AdamW, warm-up then cosine decay (`warmup_cosine`)
+and clipping, on the loss of a fresh batch at every step. Both return a `History`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 import random
@@ -68,7 +73,7 @@ def set_threads(n: int | None = None) -> int:
     return n
 
 
-def _check_factor(factor) -> float:
+def _check_factor(factor: object) -> float:
     if isinstance(factor, bool) or not isinstance(factor, (int, float)):
         raise TypeError(f"factor must be a number, got {type(factor).__name__}")
     if not (math.isfinite(factor) and factor > 0):
@@ -132,7 +137,7 @@ class LabelSmoothingLoss(nn.Module):
 
 @dataclass
 class History:
-    """What `fit` measured: the loss and learning rate of every step, evaluations, and wall time.
+    """What `fit` or `train_steps` measured: the loss and learning rate of every step, evaluations, and wall time.
 
     losses[i] is step i's mean loss over every counted target of its whole batch (all its micro-batches,
     on every process), what one process computing the whole batch at once would report.
@@ -388,8 +393,17 @@ def fit(
     return history
 
 
-def _check_fit_args(model, data, steps, eval_every, clip_grad, accumulate, precision) -> None:
+def _check_fit_args(
+    model: nn.Module,
+    data: Iterable,
+    steps: int,
+    eval_every: int,
+    clip_grad: float | None,
+    accumulate: int,
+    precision: str,
+) -> None:
     """fit's arguments, each refused by name before any training."""
+    _check_translator(model)
     check_positive_int(steps, "steps")
     check_positive_int(eval_every, "eval_every")
     check_positive_int(accumulate, "accumulate")
@@ -407,6 +421,29 @@ def _check_fit_args(model, data, steps, eval_every, clip_grad, accumulate, preci
         raise ValueError(
             'precision="fp16" needs float32 weights (autocast computes in float16, the GradScaler unscales float32 '
             "gradients): keep the model in float32 instead of calling .half()"
+        )
+
+
+def _check_translator(model: object) -> None:
+    """A TypeError naming `model` unless it is a module called as model(src, tgt_in), as fit calls it."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"model must be a torch.nn.Module such as transformer_course.Transformer, got {type(model).__name__}"
+        )
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):  # a forward without a signature (a C extension): let it run
+        return
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):  # forward(*inputs), as DistributedDataParallel's
+        return
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in parameters if p.name in positional and p.default is p.empty]
+    if len(required) < 2:
+        # A language model's forward(ids, cache=None) would take tgt_in as its cache, or fail deep inside.
+        raise TypeError(
+            "model must be an encoder-decoder model called as model(src, tgt_in), like transformer_course.Transformer, "
+            f"but {type(model).__name__}.forward takes ({', '.join(positional)}): train a language model such as GPT "
+            "with gpt.train_lm (or training.train_steps with a loss of your own)"
         )
 
 
@@ -441,3 +478,49 @@ def cross_entropy_loss(pad_id: int, smoothing: float = 0.0) -> Callable[[torch.T
 
     loss_fn.ignore_index = pad_id  # type: ignore[attr-defined]  # what fit counts as targets (counted_targets)
     return loss_fn
+
+
+def warmup_cosine(step: int, steps: int, warmup: int) -> float:
+    """The learning-rate factor at `step` (0-based): linear warm-up over `warmup` steps, then a cosine to 0."""
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
+def train_steps(
+    model: nn.Module,
+    step_loss: Callable[[], torch.Tensor],
+    steps: int,
+    lr: float = 1e-3,
+    warmup: int = 50,
+    weight_decay: float = 0.01,
+    evaluate: Callable[[], float] | None = None,
+    eval_every: int = 100,
+) -> History:
+    """`steps` AdamW steps on `step_loss()`, the loss of a fresh batch; warm-up then cosine decay, gradients clipped.
+
+    `evaluate()` runs every `eval_every` steps and after the last; the model is left in eval mode.
+    """
+    check_positive_int(steps, "steps")
+    check_positive_int(eval_every, "eval_every")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, steps, warmup))
+    history = History()
+    start = time.perf_counter()
+    model.train()
+    for step in range(1, steps + 1):
+        loss = step_loss()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        history.lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+        history.losses.append(loss.item())
+        history.steps = step
+        if evaluate is not None and (step % eval_every == 0 or step == steps):
+            history.evals.append((step, float(evaluate())))
+            model.train()  # evaluate() may have switched to eval mode
+    model.eval()
+    history.seconds = time.perf_counter() - start
+    return history

@@ -11,7 +11,10 @@ against `torch.nn.MultiheadAttention`), `decoding` (greedy decoding with and wit
 `memory` (peak memory as the length doubles), `copy` (The Annotated Transformer's copy task, trained
 until it is solved), `post1` and `translation` (how fast chapter 12's models learn post 1's five pairs
 and the generated corpus), `gpt_training` and `gpt_sampling` (chapter 14's GPT: how close to the known
-floor it gets and how fast, and sampling with and without the KV cache), `bpe` (chapter 17's tokenizer
+floor it gets and how fast, and sampling with and without the KV cache), `gpt_vs_nanogpt` (tc.GPT's training
+throughput against a nanoGPT-style model of torch.nn modules with the same weights, at nanoGPT's CPU example
+configuration, on 1 thread unless --threads says otherwise), `transformer_vs_torch` (the encoder-decoder stacks'
+forward time against torch.nn.Transformer with the same weights), `bpe` (chapter 17's tokenizer
 against Hugging Face's `tokenizers`: training and encoding speed, tokens per byte). Three run only when
 named: `compile` (torch.compile against eager mode: compiling takes minutes), `modern` (chapter 19's decoder
 against `transformers`' Llama with the same weights, and the KV cache's bytes per token; needs
@@ -40,12 +43,13 @@ from ._decoding import decoding
 from ._figures import figure
 from ._language_models import gpt_sampling, gpt_training
 from ._modern import modern
+from ._references import NanoGPT, gpt_vs_nanogpt, transformer_vs_torch
 from ._text import text_lm
 from ._translation import post1_pairs, translation
 
 __all__ = [
-    "COPY_CONFIGS", "FUNCTIONS", "MiB", "OPTIONAL_SECTIONS", "QUICK", "SECTIONS", "CopyTask", "Table", "attention",
-    "choose_threads", "compiled", "copy_accuracy", "copy_task", "decoding", "environment", "figure", "gpt_sampling",
-    "gpt_training", "main", "memory", "modern", "multihead", "peak_memory", "post1_pairs", "run", "text_lm",
-    "time_variants", "translation", "bpe",
+    "COPY_CONFIGS", "FUNCTIONS", "MiB", "OPTIONAL_SECTIONS", "QUICK", "SECTIONS", "CopyTask", "NanoGPT", "Table",
+    "attention", "choose_threads", "compiled", "copy_accuracy", "copy_task", "decoding", "environment", "figure",
+    "gpt_sampling", "gpt_training", "gpt_vs_nanogpt", "main", "memory", "modern", "multihead", "peak_memory",
+    "post1_pairs", "run", "text_lm", "time_variants", "transformer_vs_torch", "translation", "bpe",
 ]  # fmt: skip

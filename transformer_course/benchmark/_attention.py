@@ -12,10 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attention import scaled_dot_product_attention
-from ..efficient import keep_attention_weights
 from ..masks import causal_mask
 from ..multihead import MultiHeadAttention
-from ._core import MiB, Table, median_ms, peak_memory, resolve_device, time_variants
+from ._core import MiB, Table, median_ms, peak_memory, resolve_device, time_variants, use_fused
 
 
 def attention(
@@ -97,7 +96,7 @@ def multihead(
     """
     device = resolve_device(device)
     torch_mha = nn.MultiheadAttention(d_model, n_heads, batch_first=True).to(device)
-    ours = keep_attention_weights(MultiHeadAttention.from_torch(torch_mha), False)
+    ours = use_fused(MultiHeadAttention.from_torch(torch_mha))
     ours_weights = MultiHeadAttention.from_torch(torch_mha)
     modules = {"torch": torch_mha, "ours": ours, "ours_weights": ours_weights}
     calls = {
@@ -137,7 +136,7 @@ def multihead(
         f"x: (batch {batch}, length {length}, d_model {d_model}), {n_heads} heads, float32 on {device.type}; "
         "self-attention, no mask, same weights (from_torch).",
         "torch: nn.MultiheadAttention(batch_first=True) called with need_weights=False.",
-        "ours: keep_attention_weights(m, False) (F.scaled_dot_product_attention); ours_weights: the teaching path.",
+        "ours: the fused-kernel switch on (F.scaled_dot_product_attention); ours_weights: the teaching path.",
         "ratio = ours / torch (below 1: ours is faster); ratio_weights = ours_weights / torch.",
         f"median of {repeats} interleaved runs after {warmup} warm-up runs each.",
     ]

@@ -18,11 +18,12 @@ from ._decoding import decoding
 from ._figures import figure
 from ._language_models import gpt_sampling, gpt_training
 from ._modern import modern
+from ._references import gpt_vs_nanogpt, transformer_vs_torch
 from ._text import text_lm
 from ._translation import post1_pairs, translation
 
 SECTIONS = ("attention", "multihead", "decoding", "memory", "copy", "post1", "translation", "gpt_training",
-            "gpt_sampling", "bpe")  # fmt: skip
+            "gpt_sampling", "gpt_vs_nanogpt", "transformer_vs_torch", "bpe")  # fmt: skip
 # Run only when named with --only: compiling takes minutes; modern needs transformers, not a package dependency;
 # text_lm trains for 8 minutes of CPU.
 OPTIONAL_SECTIONS = ("compile", "modern", "text_lm")
@@ -36,6 +37,8 @@ FUNCTIONS: dict[str, Callable[..., Table]] = {
     "translation": translation,
     "gpt_training": gpt_training,
     "gpt_sampling": gpt_sampling,
+    "gpt_vs_nanogpt": gpt_vs_nanogpt,
+    "transformer_vs_torch": transformer_vs_torch,
     "bpe": bpe,
     "compile": compiled,
     "modern": modern,
@@ -51,6 +54,8 @@ QUICK: dict[str, dict[str, object]] = {
     "translation": dict(seeds=1),
     "gpt_training": dict(steps=200, eval_every=50, seeds=1),
     "gpt_sampling": dict(batch_sizes=(1, 4), new_tokens=(16, 32), d_model=64, d_ff=256, n_layers=2, repeats=1),
+    "gpt_vs_nanogpt": dict(steps=2, repeats=3),
+    "transformer_vs_torch": dict(batch=4, src_len=16, tgt_len=12, n_layers=2, repeats=3),
     "bpe": dict(vocab_sizes=(300,), max_chars=5_000),
     "compile": dict(length=64, repeats=3, warmup=1),
     "modern": dict(d_model=64, n_layers=2, n_heads=4, batch=2, length=32, new_tokens=16, repeats=1),
@@ -123,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines = environment(device)
     lines = [f"{line} (from {source})" if line.startswith("torch threads:") else line for line in lines]
     print("\n".join(lines), flush=True)
-    overrides = {} if args.repeats is None else {"repeats": args.repeats}
+    overrides: dict[str, object] = {} if args.repeats is None else {"repeats": args.repeats}
+    if args.threads is not None:
+        overrides["threads"] = threads  # gpt_vs_nanogpt trains on 1 thread, as nanoGPT's CPU example, unless told
     if args.copy_annotated:
         overrides["configs"] = ("small", "annotated")
     start = time.perf_counter()

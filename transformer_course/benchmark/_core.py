@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import efficient
 from ..training import get_device
 
 MiB = 2**20
@@ -60,6 +61,23 @@ def _format_cell(value) -> str:
             return str(value)
         return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
     return str(value)
+
+
+def target_note(what: str, value: float | None, bound: float, at_least: bool = True) -> str:
+    """One line saying whether `value` meets its target, value >= bound (at_least) or <= bound; None: not measured."""
+    target = f"{what} {'>=' if at_least else '<='} {bound:g}"
+    if value is None:
+        return f"target: {target}: not measured at these sizes"
+    met = value >= bound if at_least else value <= bound
+    return f"target: {target}: {value:.2f}, {'met' if met else 'NOT met'}"
+
+
+def use_fused(model: torch.nn.Module) -> torch.nn.Module:
+    """Switch every attention of `model` to PyTorch's fused kernel, by the package's name for it at this revision
+    (`use_fused_attention`, formerly `keep_attention_weights(model, False)`): scripts/bench_before_after.py runs
+    these sections on older revisions too."""
+    switch = getattr(efficient, "use_fused_attention", None)
+    return switch(model) if switch is not None else efficient.keep_attention_weights(model, False)
 
 
 def synchronize(device: torch.device) -> None:

@@ -125,6 +125,21 @@ def _plot_gpt_sampling(fig, table: Table) -> None:
     plot_gpt_sampling(fig, table)
 
 
+def _plot_ratios(fig, table: Table) -> None:
+    """Each model's ratio to the reference (the first row of its group), with the target the package aims for."""
+    ax = fig.subplots()
+    labels = [", ".join(str(row[c]) for c in table.columns[: table.columns.index("model") + 1]) for row in table.rows]
+    ratios = table.column("ratio")
+    bars = ax.barh(labels, ratios)
+    ax.bar_label(bars, [f"{r:.2f}x" for r in ratios], fontsize="small")
+    bound, at_least = table.curves["target"]
+    ax.axvline(1.0, color="k", lw=1)
+    ax.axvline(bound, color="gray", ls="--", lw=1, label=f"target: {'>=' if at_least else '<='} {bound:g}")
+    ax.invert_yaxis()  # in the table's order
+    ax.set(xlabel="ratio to the reference (the table's notes say of what)", title=table.title)
+    ax.legend(fontsize="small")
+
+
 PLOTS = {
     "attention": _plot_attention,
     "multihead": _plot_multihead,
@@ -134,4 +149,6 @@ PLOTS = {
     "compile": _plot_compile,
     "gpt_training": _plot_gpt_training,
     "gpt_sampling": _plot_gpt_sampling,
+    "gpt_vs_nanogpt": _plot_ratios,
+    "transformer_vs_torch": _plot_ratios,
 }

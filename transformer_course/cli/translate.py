@@ -119,7 +119,7 @@ def _load(path: Path) -> checkpoint.Checkpoint:
     if not path.is_file():
         raise CLIError(f"no checkpoint at {path}: run `{CLI} train` first (or pass --checkpoint PATH)")
     try:
-        return checkpoint.load_checkpoint(path)
+        return checkpoint.load_checkpoint(path, kind=model.Transformer)
     except ValueError as e:
         raise CLIError(f"{e}; run `{CLI} train` to make a new one") from None
     except OSError as e:  # unreadable: permissions, a device error, ...

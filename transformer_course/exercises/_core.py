@@ -56,7 +56,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..notebook import show_source as show_source  # re-exported for the exercise notebooks
+from ..course.notebook import show_source as show_source  # re-exported for the exercise notebooks
 
 TIME_LIMIT = 10.0  # seconds one call of the reader's function may take (a correct answer needs milliseconds)
 WORKER_NAME = "transformer_course checker"  # the name of the thread that runs the reader's function

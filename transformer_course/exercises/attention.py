@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ..attention import scaled_dot_product_attention
+from ..attention import attention_scale, scaled_dot_product_attention
 from ._core import Case, Mistake, Result, checker, compare, solution
 
 # ---------------------------------------------------------------- exercise 2.1: attention_weights
@@ -35,6 +35,11 @@ def _scores(q, k):
     return q @ k.transpose(-2, -1)
 
 
+def _scaled(q, k):
+    # The package's scale, so that the variants follow it: only the mistake differs from the reference.
+    return _scores(q, k) * attention_scale(q.shape[-1])
+
+
 _NO_SCALE = (
     "your weights match softmax(q kᵀ) without the scale: did you forget to divide by √d_k? "
     "(d_k = q.shape[-1]; without it the softmax saturates as d_k grows, chapter 2, section 2.6)"
@@ -53,28 +58,28 @@ _WEIGHTS_MISTAKES = (
     ),
     Mistake(
         "scale_after_softmax",
-        lambda q, k: torch.softmax(_scores(q, k), dim=-1) / math.sqrt(q.shape[-1]),
+        lambda q, k: torch.softmax(_scores(q, k), dim=-1) * attention_scale(q.shape[-1]),
         "your rows sum to 1/√d_k, not 1: the scale divides the scores before the softmax, not the weights after it.",
     ),
     Mistake(
         "softmax_wrong_axis",
-        lambda q, k: torch.softmax(_scores(q, k) / math.sqrt(q.shape[-1]), dim=-2),
+        lambda q, k: torch.softmax(_scaled(q, k), dim=-2),
         _WRONG_AXIS,
     ),
     Mistake(
         "no_softmax",
-        lambda q, k: _scores(q, k) / math.sqrt(q.shape[-1]),
+        lambda q, k: _scaled(q, k),
         "these are the scaled scores, not weights: the weights are their softmax over the keys (dim=-1).",
     ),
     Mistake(
         "k_not_transposed",
-        lambda q, k: torch.softmax(q @ k / math.sqrt(q.shape[-1]), dim=-1),
+        lambda q, k: torch.softmax(q @ k * attention_scale(q.shape[-1]), dim=-1),
         "you multiplied by k itself: the scores are q kᵀ, each query against each key. Use "
         "k.transpose(-2, -1), which also works for batches.",
     ),
     Mistake(
         "batched_T",
-        lambda q, k: torch.softmax(q @ k.permute(*range(k.dim() - 1, -1, -1)) / math.sqrt(q.shape[-1]), dim=-1),
+        lambda q, k: torch.softmax(q @ k.permute(*range(k.dim() - 1, -1, -1)) * attention_scale(q.shape[-1]), dim=-1),
         "right for a single matrix, wrong for a batch: k.T reverses every axis of a 3-D or 4-D tensor. "
         "Transpose the last two only: k.transpose(-2, -1) (or k.mT).",
     ),
@@ -115,10 +120,6 @@ def _output_reference(q, k, v):
     return scaled_dot_product_attention(q, k, v)[0]
 
 
-def _scaled(q, k):
-    return _scores(q, k) / math.sqrt(q.shape[-1])
-
-
 _ATTENTION_MISTAKES = (
     Mistake(
         "v_inside_softmax",
@@ -130,7 +131,7 @@ _ATTENTION_MISTAKES = (
     Mistake("no_scale", lambda q, k, v: torch.softmax(_scores(q, k), dim=-1) @ v, _NO_SCALE),
     Mistake(
         "scale_by_d_v",
-        lambda q, k, v: torch.softmax(_scores(q, k) / math.sqrt(v.shape[-1]), dim=-1) @ v,
+        lambda q, k, v: torch.softmax(_scores(q, k) * attention_scale(v.shape[-1]), dim=-1) @ v,
         "you divided by √d_v, the size of the values; the scale is √d_k, the size of the queries and keys "
         "(q.shape[-1]) whose dot products it tames.",
     ),
@@ -232,7 +233,9 @@ _SELF_MISTAKES = (
     ),
     Mistake(
         "scale_by_d_model",
-        lambda x, w_q, w_k, w_v: torch.softmax(_scores(x @ w_q, x @ w_k) / math.sqrt(x.shape[-1]), dim=-1) @ (x @ w_v),
+        lambda x, w_q, w_k, w_v: (
+            torch.softmax(_scores(x @ w_q, x @ w_k) * attention_scale(x.shape[-1]), dim=-1) @ (x @ w_v)
+        ),
         "you divided by √d_model (x.shape[-1]), the size of the input; the scale is √d_k, the size of the "
         "projected queries and keys (q.shape[-1], w_q.shape[1]) whose dot products it tames.",
     ),

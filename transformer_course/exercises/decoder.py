@@ -114,6 +114,14 @@ _MISTAKES = (
         for norm_of in (None, {name: i for i, name in enumerate(order)})
     ),
     Mistake(
+        "attentions_swapped",
+        lambda x, memory, memory_mask, self_attn, cross_attn, *rest: _layer(causal_mask, _right_cross)(
+            x, memory, memory_mask, cross_attn, self_attn, *rest
+        ),
+        "self_attn and cross_attn are swapped: the masked self-attention over the target is self_attn, the "
+        "attention to the encoder's output is cross_attn; each has its own weights.",
+    ),
+    Mistake(
         "norm_wrong_place",
         _layer(causal_mask, _right_cross, pre_ln=True),
         "you wrote a Pre-LN layer, x + sublayer(norm(x)) (post 0's layout); this exercise asks for the "

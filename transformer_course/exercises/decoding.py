@@ -32,7 +32,7 @@ def decoder_logits(
     source padding is masked for you.
     """
     x = model.positions(model.tgt_embed(ys))
-    return model.generator(model.decoder(x, memory, tgt_mask, padding_mask(src, model.pad_id)))
+    return model.lm_head(model.decoder(x, memory, tgt_mask, padding_mask(src, model.pad_id)))
 
 
 @functools.cache

@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ..attention import scaled_dot_product_attention
+from ..attention import attention_scale, scaled_dot_product_attention
 from ..masks import causal_mask as _causal_mask
 from ..masks import decoder_self_mask
 from ..masks import padding_mask as _padding_mask
@@ -253,7 +253,7 @@ def _masked_variant(fill, zero_hidden=True, invert=False, after_softmax=False, s
         hide = mask if invert else ~mask
         scores = q @ k.transpose(-2, -1)
         if scale:
-            scores = scores / math.sqrt(q.shape[-1])
+            scores = scores * attention_scale(q.shape[-1])  # the package's scale: only the mistake differs
         if after_softmax:
             weights = torch.softmax(scores, dim=-1).masked_fill(hide, 0.0)
         else:

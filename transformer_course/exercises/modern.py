@@ -21,6 +21,8 @@ import torch.nn.functional as F
 import transformer_course
 
 from .. import modern
+from ..attention import attention_scale, scaled_dot_product_attention
+from ..masks import causal_mask
 from ..modern import RotaryEmbedding, apply_rope
 from ..modern import repeat_kv as package_repeat_kv
 from ._core import Case, Mistake, Result, calls_refused, checker, compare, refused, solution
@@ -357,7 +359,8 @@ def grouped_attention(q, k, v):
 def _attend(q, k, v, scale=None, diagonal=1, fill=float("-inf"), softmax_dim=-1, after_softmax=False, causal=True):
     """Causal attention over heads already paired (B, H, T, d), with one thing changed."""
     length, d = q.shape[2], q.shape[-1]
-    scores = q @ k.transpose(-2, -1) / (math.sqrt(d) if scale is None else scale)
+    # Unchanged, the package's scale (1/√d), so that a variant differs from the reference by its mistake only.
+    scores = q @ k.transpose(-2, -1) * (attention_scale(d) if scale is None else 1.0 / scale)
     future = torch.ones(length, length, dtype=torch.bool).triu(diagonal) & causal  # True: hidden
     if after_softmax:  # the future weights zeroed after the softmax, which is not taken again
         return scores.softmax(dim=-1).masked_fill(future, 0.0) @ v
@@ -365,13 +368,16 @@ def _attend(q, k, v, scale=None, diagonal=1, fill=float("-inf"), softmax_dim=-1,
 
 
 def _repeated_attend(q, k, v, **changes):
-    """Attention over modern.repeat_kv's heads (the reference), or with one thing changed."""
+    """Attention over modern.repeat_kv's heads with one thing changed: the known mistakes."""
     n_rep = q.shape[1] // k.shape[1]
     return _attend(q, package_repeat_kv(k, n_rep), package_repeat_kv(v, n_rep), **changes)
 
 
 def _package_grouped_attention(q, k, v):
-    return _repeated_attend(q, k, v)
+    # The package's causal attention over the repeated heads: its scale and masking, not a copy of them.
+    n_rep = q.shape[1] // k.shape[1]
+    k, v = package_repeat_kv(k, n_rep), package_repeat_kv(v, n_rep)  # (B, H_kv, T, d) -> (B, H, T, d)
+    return scaled_dot_product_attention(q, k, v, causal_mask(q.shape[2]))[0]
 
 
 def _grouped_variant(q, k, v, keys="consecutive", values="consecutive", output="consecutive", **attend):

@@ -13,6 +13,7 @@ import math
 import torch
 from torch import nn
 
+from ..attention import attention_scale
 from ..masks import causal_mask, padding_mask
 from ..multihead import MultiHeadAttention
 from ..multihead import merge_heads as _merge_heads
@@ -204,8 +205,9 @@ def _mha_variant(
 
     def variant(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
         q, k, v = (split(w(x), n_heads) for w, x in ((w_q, query), (w_k, key), (w_v, value)))
-        divisor = {"d_k": math.sqrt(q.shape[-1]), "d_model": math.sqrt(query.shape[-1]), "none": 1.0}[scale]
-        scores = q @ k.transpose(-2, -1) / divisor
+        # The package's scale, 1/√d_k, or that scale of the wrong width, or none.
+        factor = {"d_k": attention_scale(q.shape[-1]), "d_model": attention_scale(query.shape[-1]), "none": 1.0}[scale]
+        scores = q @ k.transpose(-2, -1) * factor
         hide = None if mask is None or mask_mode == "ignore" else (mask if mask_mode == "invert" else ~mask)
         if hide is not None:
             scores = scores.masked_fill(hide, torch.finfo(scores.dtype).min if fill == "min" else float("-inf"))
@@ -266,6 +268,25 @@ _MHA_MISTAKES = (
         for fill, zero_hidden in (("min", True), ("min", False), ("-inf", False))
     ),
     Mistake(
+        "key_value_swapped",
+        lambda query, key, value, *rest: _mha_reference(query, value, key, *rest),
+        "your keys come from `value` and your values from `key`: project each from its own argument, "
+        "k = w_k(key) and v = w_v(value). In self-attention (and in the decoder's cross-attention) key is value, "
+        "so the swap shows only when the two differ.",
+    ),
+    Mistake(
+        "value_from_key",
+        lambda query, key, value, *rest: _mha_reference(query, key, key, *rest),
+        "your values are projected from `key`: v = w_v(value). Key and value are the same tensor in "
+        "self-attention and in the decoder's cross-attention, but the function takes them apart.",
+    ),
+    Mistake(
+        "key_from_value",
+        lambda query, key, value, *rest: _mha_reference(query, value, value, *rest),
+        "your keys are projected from `value`: k = w_k(key). Key and value are the same tensor in "
+        "self-attention and in the decoder's cross-attention, but the function takes them apart.",
+    ),
+    Mistake(
         "no_split",
         _mha_variant(split=lambda x, n_heads: _split_heads(x, 1)),  # one head of size d_model, scale √d_model
         "your output matches one head of size d_model: split the projected queries, keys and values into "
@@ -295,10 +316,13 @@ def check_multi_head_attention(fn) -> Result:
     tokens = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]])
     y = torch.randn(2, 4, 8, generator=g)
     z = torch.randn(1, 5, 8, generator=g)
+    # Everywhere else key is value (self- and cross-attention): here they differ, so that an answer which
+    # projects the keys from `value` (or the values from `key`) shows.
+    y_key, y_value = torch.randn(2, 4, 8, generator=g), torch.randn(2, 4, 8, generator=g)
     cases = [
         Case("self-attention on x (2, 4, 8) with 2 heads", (x, x, x, *layers(8), 2)),
         Case("cross-attention from (1, 3, 12) to (1, 5, 12) with 3 heads", (queries, memory, memory, *layers(12), 3)),
-        Case("a padding mask (2, 1, 1, 4) with 4 heads", (y, y, y, *layers(8), 4, padding_mask(tokens))),
+        Case("a padding mask (2, 1, 1, 4) with 4 heads", (y, y_key, y_value, *layers(8), 4, padding_mask(tokens))),
         Case("a causal mask (5, 5) with 2 heads", (z, z, z, *layers(8), 2, causal_mask(5))),
     ]
     return compare("multi_head_attention", fn, _mha_reference, cases, _MHA_MISTAKES)

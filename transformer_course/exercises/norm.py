@@ -122,6 +122,12 @@ _LAYER_NORM_MISTAKES = (
         lambda x, g, b, eps=1e-5: x / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * g + b,
         "the mean is never subtracted: divide x - mean, not x, by the standard deviation.",
     ),
+    Mistake(
+        "gamma_beta_swapped",
+        lambda x, g, b, eps=1e-5: _normalise(x, -1, eps=eps) * b + g,
+        "gamma and beta are swapped: gamma (the gain) multiplies the normalised vector and beta (the bias) "
+        "is added: * gamma + beta.",
+    ),
 )
 
 

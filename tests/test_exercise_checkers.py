@@ -1,14 +1,23 @@
-"""What every checker promises, whatever the exercise (issue 13, item 6).
+"""Every registered checker, tested from the registry (`check.names()`): one module instead of a copy per chapter.
 
-For each of `check.names()`: the reference solution passes; an answer that returns float64 or float16 is told
-about its dtype; an answer that writes into its inputs is told so; an answer with dropout or random noise is told
-that it is not deterministic, before anything else; an answer that never finishes is stopped at the time limit
-with a message that says so; and the learner's global random state (torch, Python's `random`, NumPy) is the same
-after the check as before it, for passing and failing answers alike.
+For each checker:
 
-The wrong answers here are built from the reference solution (`solutions.NAME`) by one generic change, so a
-checker added later (chapters 14 and 15) is covered as soon as it is registered; the exercise-specific wrong
-answers are in each chapter's test file.
+- its reference solution (`solutions.NAME`) passes, and the arguments it is given that could stand in for one
+  another are the ones `exercise_cases.INTERCHANGEABLE` lists;
+- every wrong answer of its chapter's `WRONG_ANSWERS` table (tests/test_exercises_<module>.py, at least ten per
+  checker, written the way a reader would write them) gets its diagnosis: the mistake's key and words;
+- an answer that swaps two of its weights or inputs (W_Q and W_K, key and value, gain and bias, self- and
+  cross-attention), or reuses one where the other belongs, is refused with a message;
+- what every checker promises, whatever the exercise (issue 13, item 6): an answer that returns float64 or
+  float16 is told about its dtype; one that writes into its inputs is told so; one with dropout or random noise
+  is told that it is not deterministic, before anything else; one that never finishes is stopped at the time
+  limit with a message that says so; one that calls exit() gets a diagnosis; and the learner's global random
+  state (torch, Python's `random`, NumPy) is the same after the check as before it, for passing and failing
+  answers alike. These answers are built from the reference solution by one generic change, so a checker added
+  later is covered as soon as it is registered.
+
+A chapter's own tests (its solutions against the package, the right answers its checkers accept) stay in its
+tests/test_exercises_<module>.py.
 """
 
 from __future__ import annotations
@@ -19,11 +28,22 @@ import threading
 import numpy as np
 import pytest
 import torch
+from exercise_cases import (
+    ARGNAMES,
+    confused_answer,
+    confused_answer_cases,
+    declared_pairs,
+    interchangeable_pairs,
+    recording,
+    wrong_answer_cases,
+    wrong_answer_tables,
+)
 from torch import nn
 
 from transformer_course.exercises import _core, check, solutions
 
 NAMES = check.names()
+WRONG_ANSWERS = wrong_answer_tables()
 
 # Checkers whose inputs are all Python numbers: there is nothing an answer could modify in place.
 # BPE's exercises take tuples of ids, a str and bytes: nothing the generic in-place change can modify.
@@ -120,16 +140,59 @@ def _random_states():
     return torch.get_rng_state(), random.getstate(), np.random.get_state()
 
 
+def _states_away_from_a_fresh_seed():
+    torch.manual_seed(123)
+    random.seed(123)
+    np.random.seed(123)
+    torch.rand(2), random.random(), np.random.rand()
+    return _random_states()
+
+
 def _assert_same_states(before, after):
     assert torch.equal(before[0], after[0])
     assert before[1] == after[1]
     assert before[2][0] == after[2][0] and np.array_equal(before[2][1], after[2][1]) and before[2][2:] == after[2][2:]
 
 
+# ---- the reference solution, the chapter's wrong answers, and answers that confuse two arguments
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_solution_passes(name):
-    result = getattr(check, name)(getattr(solutions, name))
-    assert result.passed and result.mistake is None and repr(result).startswith(f"✅ {name}: passed"), result
+    answer, calls = recording(name)
+    before = _states_away_from_a_fresh_seed()
+    result = getattr(check, name)(answer)
+    # The learner's random state is left alone (and by a failing answer: see the test of noisy answers).
+    _assert_same_states(before, _random_states())
+    assert result.passed and result.mistake is None and repr(result).startswith(f"✅ {name}: passed all"), result
+    # The arguments alike in some case are the ones listed: a new checker with weights cannot be left out.
+    found = interchangeable_pairs(calls)
+    assert calls and found == declared_pairs(name), (
+        f"{name}: alike in some case: {sorted(found)}: update INTERCHANGEABLE"
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_checker_has_at_least_ten_wrong_answers(name):
+    assert len(WRONG_ANSWERS.get(name, [])) >= 10, f"{name}: add wrong answers to its chapter's WRONG_ANSWERS"
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+@pytest.mark.parametrize(ARGNAMES, wrong_answer_cases(WRONG_ANSWERS))
+def test_a_wrong_answer_gets_its_diagnosis(name, reader, mistake, words, monkeypatch):
+    if mistake == "time_limit":
+        monkeypatch.setattr(_core, "TIME_LIMIT", 1.0)  # the endless loop is stopped sooner than in a notebook
+    result = getattr(check, name)(reader)
+    assert not result.passed and result.mistake == mistake and words in result.message, result
+
+
+@pytest.mark.parametrize(("name", "first", "second", "how"), confused_answer_cases())
+def test_an_answer_that_swaps_or_reuses_two_arguments_is_refused(name, first, second, how):
+    result = getattr(check, name)(confused_answer(name, first, second, how))
+    assert not result.passed and result.message, result
+
+
+# ---- what every checker promises
 
 
 @pytest.mark.parametrize(
@@ -159,7 +222,10 @@ def test_the_checkers_listed_without_mutable_input_have_none(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_an_answer_with_random_noise_is_named_before_anything_else(name):
+    before = _states_away_from_a_fresh_seed()
     result = getattr(check, name)(_noisy_answer(name))
+    # The answer drew from every global generator: the check gives the learner's random state back all the same.
+    _assert_same_states(before, _random_states())
     assert not result.passed and result.mistake == "nondeterministic", result
     assert "different results on the same input" in result.message, result
     assert "dropout or random noise" in result.message, result
@@ -167,7 +233,7 @@ def test_an_answer_with_random_noise_is_named_before_anything_else(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_an_answer_that_never_finishes_is_stopped(name, monkeypatch):
-    monkeypatch.setattr(_core, "TIME_LIMIT", 0.2)
+    monkeypatch.setattr(_core, "TIME_LIMIT", 0.1)  # short: each of these runs spins a thread until it is stopped
 
     def never_finishes(*args, **kwargs):
         while True:
@@ -175,21 +241,9 @@ def test_an_answer_that_never_finishes_is_stopped(name, monkeypatch):
 
     result = getattr(check, name)(never_finishes)
     assert not result.passed and result.mistake == "time_limit", result
-    assert result.message.startswith("stopped after 0.2 s on "), result
+    assert result.message.startswith("stopped after 0.1 s on "), result
     # The loop was really stopped, not left running in the background.
     assert not [t for t in threading.enumerate() if t.name == _core.WORKER_NAME and t.is_alive()]
-
-
-@pytest.mark.parametrize("answer", ["solution", "noisy"])
-@pytest.mark.parametrize("name", NAMES)
-def test_the_learners_random_state_is_left_alone(name, answer):
-    torch.manual_seed(123)
-    random.seed(123)
-    np.random.seed(123)
-    torch.rand(2), random.random(), np.random.rand()  # states away from a fresh seed
-    before = _random_states()
-    getattr(check, name)(getattr(solutions, name) if answer == "solution" else _noisy_answer(name))
-    _assert_same_states(before, _random_states())
 
 
 # ---- answers that leave the usual paths: exit(), a misspelt forward, tensors without values, the checker's own errors
