@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import torch
@@ -46,7 +46,7 @@ def checked(check: Callable[..., object]) -> Callable[[F], F]:
     return decorate
 
 
-def check_positive_int(value, name: str) -> int:
+def check_positive_int(value: object, name: str) -> int:
     """Return `value` if it is a positive int, else raise an error that names the argument."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -55,7 +55,7 @@ def check_positive_int(value, name: str) -> int:
     return value
 
 
-def check_probability(value, name: str) -> float:
+def check_probability(value: object, name: str) -> float:
     """Return `value` if it is a probability in [0, 1), else raise an error that names the argument."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a float, got {type(value).__name__}")
@@ -64,7 +64,7 @@ def check_probability(value, name: str) -> float:
     return float(value)
 
 
-def check_tensor(x, name: str, ndim: int | None = None, floating: bool | None = None) -> torch.Tensor:
+def check_tensor(x: object, name: str, ndim: int | None = None, floating: bool | None = None) -> torch.Tensor:
     """Return `x` if it is a tensor with `ndim` dimensions (and a float dtype, or token ids' dtype, when asked)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -78,14 +78,14 @@ def check_tensor(x, name: str, ndim: int | None = None, floating: bool | None = 
     return x
 
 
-def check_bool(value, name: str) -> bool:
+def check_bool(value: object, name: str) -> bool:
     """Return `value` if it is a bool, else raise a TypeError that names the argument."""
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return value
 
 
-def check_token_id(value, name: str, vocab_size: int) -> int:
+def check_token_id(value: object, name: str, vocab_size: int) -> int:
     """Return `value` if it is an int id in [0, vocab_size), else raise an error that names the argument."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int token id, got {type(value).__name__}")
@@ -114,7 +114,7 @@ def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
         )
 
 
-def named_list(items, limit: int = 10) -> str:
+def named_list(items: Iterable[object], limit: int = 10) -> str:
     """'a', 'b', 'c' for an error message: at most `limit` items, then how many more (a message stays short)."""
     items = list(items)
     shown = ", ".join(repr(item) for item in items[:limit])

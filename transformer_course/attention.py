@@ -25,7 +25,9 @@ def attention_scale(d_k: int) -> float:
     return 1.0 / math.sqrt(d_k)
 
 
-def check_attention_inputs(q, k, v, mask=None, dropout_p=0.0) -> None:
+def check_attention_inputs(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, dropout_p: float = 0.0
+) -> None:
     """q (..., T_q, d_k), k (..., T_k, d_k) and v (..., T_k, d_v) of one float dtype, whose leading dimensions
     broadcast together; a bool mask that broadcasts to the scores (..., T_q, T_k) without enlarging them."""
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -51,7 +53,7 @@ def check_attention_inputs(q, k, v, mask=None, dropout_p=0.0) -> None:
         raise ValueError(f"q, k, v and mask must be on one device, got {sorted(map(str, devices))}")
 
 
-def check_mask(mask, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+def check_mask(mask: object, name: str, shape: tuple[int, ...]) -> torch.Tensor:
     """Return `mask` if it is a boolean tensor that broadcasts to `shape` (..., T_q, T_k), else raise.
 
     Masks of other dtypes are refused rather than guessed: 0/1 masks mean "hide" in some code
@@ -74,7 +76,7 @@ def check_mask(mask, name: str, shape: tuple[int, ...]) -> torch.Tensor:
     return mask
 
 
-def broadcast_or_none(*shapes) -> tuple[int, ...] | None:
+def broadcast_or_none(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
     """The shape `shapes` broadcast to, or None if they do not broadcast."""
     try:
         return tuple(torch.broadcast_shapes(*shapes))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -129,11 +130,11 @@ class BERTConfig:
         return BlockConfig(self.d_model, self.n_heads, self.d_ff, self.dropout, self.norm_first, activation="gelu")
 
 
-def _check_config(model, *args, **kwargs) -> None:
+def _check_config(model: BERT, *args: Any, **kwargs: Any) -> None:
     BERTConfig(*args, **kwargs)
 
 
-def _check_ids(model, ids) -> None:
+def _check_ids(model: BERT, ids: torch.Tensor) -> None:
     check_token_ids(check_tensor(ids, "ids", ndim=2, floating=False), "ids", model.vocab_size)
 
 

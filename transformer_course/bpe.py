@@ -27,8 +27,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from itertools import pairwise
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import regex
+
+if TYPE_CHECKING:  # a test and chapter dependency, not the package's
+    from tokenizers import Tokenizer
 
 # GPT-2's pre-tokenizer (``tokenizers.pre_tokenizers.ByteLevel(use_regex=True)`` uses the same one).
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -243,7 +247,7 @@ class BPETokenizer:
         return cls(merges=[tuple(m) for m in state["merges"]], special_tokens=state["special_tokens"])
 
 
-def _check_texts(texts) -> Iterable[str]:
+def _check_texts(texts: object) -> Iterable[str]:
     """texts as an iterable of str, each checked for lone surrogates as it is read."""
     if isinstance(texts, str):
         texts = [texts]
@@ -256,7 +260,7 @@ def _check_texts(texts) -> Iterable[str]:
         yield text
 
 
-def _check_specials(special_tokens) -> list[str]:
+def _check_specials(special_tokens: object) -> list[str]:
     if isinstance(special_tokens, str) or not isinstance(special_tokens, Iterable):
         raise TypeError(f"special_tokens must be an iterable of str, got {type(special_tokens).__name__}")
     specials = list(special_tokens)
@@ -269,7 +273,7 @@ def _check_specials(special_tokens) -> list[str]:
     return specials
 
 
-def train_huggingface(texts: str | Iterable[str], vocab_size: int, special_tokens: Iterable[str] = ()):
+def train_huggingface(texts: str | Iterable[str], vocab_size: int, special_tokens: Iterable[str] = ()) -> Tokenizer:
     """The reference: Hugging Face ``tokenizers``' byte-level BPE trained with BPETokenizer.train's settings.
 
     Needs the ``tokenizers`` package (a test and chapter dependency, not the package's); downloads nothing.
@@ -290,7 +294,7 @@ def train_huggingface(texts: str | Iterable[str], vocab_size: int, special_token
     return hf
 
 
-def huggingface_merges(hf) -> list[tuple[bytes, bytes]]:
+def huggingface_merges(hf: Tokenizer) -> list[tuple[bytes, bytes]]:
     """A trained ``tokenizers`` byte-level BPE's merges as pairs of bytes (it writes bytes as GPT-2's characters)."""
     char_to_byte = {chr(b): b for b in _PRINTABLE}
     char_to_byte.update({chr(256 + i): b for i, b in enumerate(BYTE_ORDER[len(_PRINTABLE) :])})

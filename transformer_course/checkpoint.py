@@ -77,14 +77,15 @@ def save_checkpoint(
     takes an optional `vocab` instead.
     """
     kind = _kind_of(model)
+    config: Any = model.config  # a registered model's config dataclass: TransformerConfig, GPTConfig, BERTConfig
     if kind == "Transformer":
-        check_vocabularies(model.config, src_vocab, tgt_vocab)
+        check_vocabularies(config, src_vocab, tgt_vocab)
         if vocab is not None:
             raise TypeError("vocab is for language models: a Transformer takes src_vocab and tgt_vocab")
     else:
         if src_vocab is not None or tgt_vocab is not None:
             raise TypeError(f"src_vocab and tgt_vocab are a translator's: give a {kind} its vocab=... instead")
-        _check_lm_vocab(vocab, model.config.vocab_size)
+        _check_lm_vocab(vocab, config.vocab_size)
     extra = {} if extra is None else extra
     check_plain(extra, "extra")
     path = Path(path)
@@ -92,7 +93,7 @@ def save_checkpoint(
     payload = {
         "format": FORMAT,
         "kind": kind,
-        "config": asdict(model.config),
+        "config": asdict(config),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "src_vocab": None if src_vocab is None else list(src_vocab.itos),
         "tgt_vocab": None if tgt_vocab is None else list(tgt_vocab.itos),
@@ -172,7 +173,7 @@ def load_checkpoint(
     return Checkpoint(model, src_vocab, tgt_vocab, extra, vocab)
 
 
-def _kind_of(model) -> str:
+def _kind_of(model: nn.Module) -> str:
     """The registered kind of `model`, or a TypeError that lists the kinds a checkpoint can hold."""
     kind = type(model).__name__
     if kind not in MODELS or not isinstance(model, MODELS[kind][0]):
@@ -180,7 +181,7 @@ def _kind_of(model) -> str:
     return kind
 
 
-def _check_lm_vocab(vocab, vocab_size: int) -> None:
+def _check_lm_vocab(vocab: Vocab | None, vocab_size: int) -> None:
     """None, or a Vocab with one token per row of the model's embedding."""
     if vocab is None:
         return
@@ -190,19 +191,17 @@ def _check_lm_vocab(vocab, vocab_size: int) -> None:
         raise ValueError(f"vocab has {len(vocab)} tokens but the model's vocab_size is {vocab_size}")
 
 
-def _vocab(tokens, name: str) -> Vocab:
+def _vocab(tokens: object, name: str) -> Vocab:
     if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
         raise TypeError(f"{name} must be a list of str tokens")
     return Vocab(tokens)
 
 
-def check_vocabularies(config: TransformerConfig, src_vocab, tgt_vocab) -> None:
+def check_vocabularies(config: TransformerConfig, src_vocab: Vocab | None, tgt_vocab: Vocab | None) -> None:
     """Vocabularies a model with `config` can translate with: one id per row of its embeddings, its pad_id
     at <pad> on both sides, and <sos> and <eos> in the target vocabulary."""
+    src_vocab, tgt_vocab = _is_vocab(src_vocab, "src_vocab"), _is_vocab(tgt_vocab, "tgt_vocab")
     vocabs = {"src_vocab": (src_vocab, config.src_vocab_size), "tgt_vocab": (tgt_vocab, config.tgt_vocab_size)}
-    for name, (vocab, _) in vocabs.items():
-        if not isinstance(vocab, Vocab):
-            raise TypeError(f"{name} must be a transformer_course.data.Vocab, got {type(vocab).__name__}")
     swapped = SOS in src_vocab and SOS not in tgt_vocab  # only a target vocabulary has <sos>
     hint = " (are src_vocab and tgt_vocab swapped?)" if swapped else ""
     for name, (vocab, size) in vocabs.items():
@@ -215,7 +214,13 @@ def check_vocabularies(config: TransformerConfig, src_vocab, tgt_vocab) -> None:
         raise ValueError(f"tgt_vocab has no {' or '.join(missing)}, which decoding starts and ends with{hint}")
 
 
-def check_plain(value, name: str) -> None:
+def _is_vocab(vocab: object, name: str) -> Vocab:
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"{name} must be a transformer_course.data.Vocab, got {type(vocab).__name__}")
+    return vocab
+
+
+def check_plain(value: Any, name: str) -> None:
     """`value` must be plain data: str, int, float, bool, None, and lists, tuples and str-keyed dicts of them
     (what `torch.load(weights_only=True)` reads back). `name` is where it sits, for the error message."""
     if name == "extra" and type(value) is not dict:

@@ -28,7 +28,7 @@ def _records() -> tuple[dict, ...]:
         return tuple(json.loads(line) for line in f)
 
 
-def _check(split, source) -> None:
+def _check(split: str, source: str | None) -> None:
     if split not in SPLITS:
         raise ValueError(f"split={split!r} must be one of {SPLITS}")
     if source is not None and source not in SOURCES:

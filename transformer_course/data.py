@@ -161,7 +161,14 @@ def make_batch(
 class BatchIterator:
     """Iterates over shuffled batches of a corpus; every new `iter()` reshuffles (deterministically from seed)."""
 
-    def __init__(self, corpus: ParallelCorpus, batch_size: int, shuffle: bool = True, seed: int = 0, device=None):
+    def __init__(
+        self,
+        corpus: ParallelCorpus,
+        batch_size: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        device: torch.device | str | None = None,
+    ):
         self.corpus = corpus
         self.batch_size = check_positive_int(batch_size, "batch_size")
         self.shuffle = shuffle
@@ -216,7 +223,9 @@ class ParallelCorpus:
         indices = range(len(self)) if indices is None else indices
         return make_batch([self.pairs[i] for i in indices], self.src_vocab, self.tgt_vocab)
 
-    def batches(self, batch_size: int, shuffle: bool = True, seed: int = 0, device=None) -> BatchIterator:
+    def batches(
+        self, batch_size: int, shuffle: bool = True, seed: int = 0, device: torch.device | str | None = None
+    ) -> BatchIterator:
         return BatchIterator(self, batch_size, shuffle, seed, device)
 
     def encode_source(self, sentences: Sequence[str]) -> torch.Tensor:

@@ -15,6 +15,7 @@ searches; `greedy_decode` and `beam_search` run them on a model (with the cached
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -23,6 +24,14 @@ from ._modes import evaluating
 from ._validate import check_bool, check_positive_int, check_token_id, check_token_ids, checked
 from .efficient import CachedScorer
 from .model import Transformer, check_tokens
+
+
+class Scorer(Protocol):
+    """What `run_greedy` and `run_beam` decode with: next-token logits for growing sequences."""
+
+    def __call__(self, ys: torch.Tensor) -> torch.Tensor: ...
+
+    def select(self, rows: torch.Tensor) -> None: ...
 
 
 class PrefixScorer:
@@ -43,7 +52,7 @@ class PrefixScorer:
         self.src, self.memory = self.src[rows], self.memory[rows]
 
 
-def run_greedy(scorer, start: torch.Tensor, max_len: int, eos_id: int, pad_id: int) -> torch.Tensor:
+def run_greedy(scorer: Scorer, start: torch.Tensor, max_len: int, eos_id: int, pad_id: int) -> torch.Tensor:
     """Append the most likely next token to every row of start (B, 1) until each has produced eos_id.
 
     A finished row is padded with pad_id while the others go on. Returns (B, <= max_len).
@@ -60,7 +69,13 @@ def run_greedy(scorer, start: torch.Tensor, max_len: int, eos_id: int, pad_id: i
 
 
 def run_beam(
-    scorer, start: torch.Tensor, beam_size: int, max_len: int, eos_id: int, pad_id: int, length_penalty: float = 0.0
+    scorer: Scorer,
+    start: torch.Tensor,
+    beam_size: int,
+    max_len: int,
+    eos_id: int,
+    pad_id: int,
+    length_penalty: float = 0.0,
 ) -> torch.Tensor:
     """Keep the `beam_size` best partial sequences at each step. start (1, 1) -> tokens (1, <= max_len).
 
@@ -96,7 +111,9 @@ def _scorer(model: Transformer, src: torch.Tensor, use_cache: bool) -> _FiniteSc
     return _FiniteScorer(model, CachedScorer(model, src) if use_cache else PrefixScorer(model, src))
 
 
-def _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache) -> None:
+def _check_decode_args(
+    model: Transformer, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int, use_cache: bool
+) -> None:
     """Everything greedy_decode and beam_search are given, checked before any work is done."""
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
@@ -117,7 +134,7 @@ def _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache) -> None:
     check_bool(use_cache, "use_cache")
 
 
-def check_source(model: Transformer, src, name: str) -> None:
+def check_source(model: Transformer, src: torch.Tensor, name: str) -> None:
     """Token ids (B, S) with B, S >= 1 that the model can read: ids in its source vocabulary, S within its
     positional table, on its device."""
     check_tokens(src, name)
@@ -135,7 +152,7 @@ def check_source(model: Transformer, src, name: str) -> None:
     check_token_ids(src, name, config.src_vocab_size)
 
 
-def _check_beam_args(src, beam_size, length_penalty) -> None:
+def _check_beam_args(src: torch.Tensor, beam_size: int, length_penalty: float) -> None:
     check_positive_int(beam_size, "beam_size")
     if src.shape[0] != 1:
         raise ValueError(f"beam_search decodes one sentence at a time: src must be (1, S), got {tuple(src.shape)}")
@@ -145,7 +162,7 @@ def _check_beam_args(src, beam_size, length_penalty) -> None:
         raise ValueError(f"length_penalty={length_penalty} must be a finite number (0: rank by the raw sum)")
 
 
-def _check_log_prob_args(model, src, tgt) -> None:
+def _check_log_prob_args(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> None:
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
     check_source(model, src, "src")
@@ -162,11 +179,22 @@ def _check_log_prob_args(model, src, tgt) -> None:
         )
 
 
-def _check_greedy(model, src, max_len, bos_id, eos_id, use_cache=True) -> None:
+def _check_greedy(
+    model: Transformer, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int, use_cache: bool = True
+) -> None:
     _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache)
 
 
-def _check_beam(model, src, beam_size, max_len, bos_id, eos_id, length_penalty=0.0, use_cache=True) -> None:
+def _check_beam(
+    model: Transformer,
+    src: torch.Tensor,
+    beam_size: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 0.0,
+    use_cache: bool = True,
+) -> None:
     _check_decode_args(model, src, max_len, bos_id, eos_id, use_cache)
     _check_beam_args(src, beam_size, length_penalty)
 

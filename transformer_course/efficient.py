@@ -57,7 +57,9 @@ def fused_attention(
     return out
 
 
-def _fused_without_weights(q, k, v, mask, dropout_p) -> tuple[torch.Tensor, None]:
+def _fused_without_weights(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+) -> tuple[torch.Tensor, None]:
     """`fused_attention` in the (output, weights) form that `MultiHeadAttention.attention` returns."""
     return fused_attention(q, k, v, mask, dropout_p), None
 
@@ -162,6 +164,10 @@ class KVCache:
 
     def __init__(self, n_layers: int):
         self.layers = [LayerCache() for _ in range(check_positive_int(n_layers, "n_layers"))]
+        # The attention modules found at the first attach, each with its cache's `project`: a decoding loop
+        # attaches the cache at every step, and looking them up again each time would cost more than the swap.
+        self._swaps: list[tuple[MultiHeadAttention, functools.partial]] = []
+        self._attached_to: list[nn.Module] = []
 
     @property
     def length(self) -> int:
@@ -183,20 +189,26 @@ class KVCache:
         layers = list(layers)
         if len(layers) != len(self.layers):
             raise ValueError(f"cache has {len(self.layers)} layers, the model has {len(layers)}")
-        swapped = []
-        for layer, layer_cache in zip(layers, self.layers):
-            for module in layer.modules():
-                if isinstance(module, MultiHeadAttention):
-                    module.project = functools.partial(layer_cache.project, module)  # type: ignore[method-assign]
-                    swapped.append(module)
+        if any(a is not b for a, b in zip(layers, self._attached_to)) or not self._attached_to:
+            self._attached_to = layers
+            self._swaps = [
+                (module, functools.partial(layer_cache.project, module))
+                for layer, layer_cache in zip(layers, self.layers)
+                for module in layer.modules()
+                if isinstance(module, MultiHeadAttention)
+            ]
+        for module, project in self._swaps:
+            module.project = project  # type: ignore[method-assign]
         try:
             yield self
         finally:
-            for module in swapped:
+            for module, _ in self._swaps:
                 del module.project  # the instance attribute goes; the class's method shows through again
 
 
-def _check_decode_cached(model, tgt_in, memory, src, cache) -> None:
+def _check_decode_cached(
+    model: Transformer, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: KVCache
+) -> None:
     check_decode_inputs(tgt_in, memory, src)
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
@@ -217,8 +229,10 @@ def decode_cached(
     """
     start, length = cache.length, tgt_in.shape[1]
     x = model.positions(model.tgt_embed(tgt_in[:, start:]), offset=start)  # (B, T - start, D)
-    # Rows start.. of the causal mask: the new positions see every cached one and themselves.
-    tgt_mask = combine_masks(padding_mask(tgt_in, model.pad_id), causal_mask(length, tgt_in.device)[start:])
+    # Rows start.. of the causal mask: the new positions see every cached one and themselves (one new position
+    # sees them all: its row of the causal mask is all True, so only the padding is masked).
+    causal = causal_mask(length, tgt_in.device)[start:] if length - start > 1 else None
+    tgt_mask = combine_masks(padding_mask(tgt_in, model.pad_id), causal)
     with cache.attached(model.decoder.layers):
         h = model.decoder(x, memory, tgt_mask, padding_mask(src, model.pad_id))
     return model.lm_head(h)

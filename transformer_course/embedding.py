@@ -19,7 +19,7 @@ from torch import nn
 from ._validate import check_positive_int, check_probability, check_tensor, check_token_id, check_token_ids, checked
 
 
-def _check_sizes(max_len, d_model) -> None:
+def _check_sizes(max_len: int, d_model: int) -> None:
     check_positive_int(max_len, "max_len")
     check_positive_int(d_model, "d_model")
 
@@ -37,24 +37,24 @@ def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
     return table.float()
 
 
-def _check_tokens(embedding, tokens) -> None:
+def _check_tokens(embedding: TokenEmbedding, tokens: torch.Tensor) -> None:
     check_tensor(tokens, "tokens", ndim=2, floating=False)
     check_token_ids(tokens, "tokens", embedding.vocab_size)
 
 
-def _check_features(encoding, x, offset=0) -> None:
+def _check_features(encoding: PositionalEncoding, x: torch.Tensor, offset: int = 0) -> None:
     check_tensor(x, "x", ndim=3, floating=True)
     if x.shape[-1] != encoding.d_model:
         raise ValueError(f"x has {x.shape[-1]} features, expected d_model={encoding.d_model}")
 
 
-def _check_vocab(embedding, vocab_size, d_model, pad_id=None) -> None:
+def _check_vocab(embedding: TokenEmbedding, vocab_size: int, d_model: int, pad_id: int | None = None) -> None:
     check_positive_int(vocab_size, "vocab_size")
     check_positive_int(d_model, "d_model")
     _check_pad_id(pad_id, vocab_size)
 
 
-def _check_table(encoding, d_model, max_len=5000, dropout=0.0) -> None:
+def _check_table(encoding: PositionalEncoding, d_model: int, max_len: int = 5000, dropout: float = 0.0) -> None:
     check_positive_int(d_model, "d_model")
     check_positive_int(max_len, "max_len")
     check_probability(dropout, "dropout")
@@ -126,12 +126,12 @@ class LearnedPositionalEncoding(PositionalEncoding):
         self.pe = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
 
 
-def _check_pad_id(pad_id, vocab_size: int) -> int | None:
+def _check_pad_id(pad_id: object, vocab_size: int) -> int | None:
     """None, or a token id in [0, vocab_size)."""
     return None if pad_id is None else check_token_id(pad_id, "pad_id", vocab_size)
 
 
-def _check_offset(offset) -> None:
+def _check_offset(offset: object) -> None:
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise TypeError(f"offset must be an int, got {type(offset).__name__}")
     if offset < 0:

@@ -9,6 +9,7 @@ shape (B, T, d_model), so layers stack.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -19,6 +20,9 @@ from .interop import check_torch_module, check_torch_stack, copy_layer, copy_sta
 from .multihead import MultiHeadAttention, check_head_sizes
 from .norm import LayerNorm, check_eps
 from .residual import SublayerConnection
+
+if TYPE_CHECKING:  # the decoder imports this module: its names are for the type checker only
+    from .decoder import Decoder, DecoderLayer
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,13 @@ class BlockConfig:
             check_eps(self.eps)
 
 
-def check_layer_args(layer, *args, **kwargs) -> None:
+def check_layer_args(layer: EncoderLayer | DecoderLayer, *args: Any, **kwargs: Any) -> None:
     BlockConfig(*args, **kwargs)
 
 
-def check_stack_args(stack, d_model, n_heads, d_ff, n_layers, *args, **kwargs) -> None:
+def check_stack_args(
+    stack: Encoder | Decoder, d_model: int, n_heads: int, d_ff: int, n_layers: int, *args: Any, **kwargs: Any
+) -> None:
     BlockConfig(d_model, n_heads, d_ff, *args, **kwargs)
     check_positive_int(n_layers, "n_layers")
 

@@ -20,7 +20,14 @@ from .mlp import ACTIVATIONS, make_activation
 Activation = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _check_sizes(ffn, d_model, d_ff, dropout=0.0, activation="relu", bias=True) -> None:
+def _check_sizes(
+    ffn: PositionwiseFeedForward,
+    d_model: int,
+    d_ff: int,
+    dropout: float = 0.0,
+    activation: str | Activation = "relu",
+    bias: bool = True,
+) -> None:
     check_positive_int(d_model, "d_model")
     check_positive_int(d_ff, "d_ff")
     check_probability(dropout, "dropout")
@@ -28,13 +35,13 @@ def _check_sizes(ffn, d_model, d_ff, dropout=0.0, activation="relu", bias=True) 
     check_bool(bias, "bias")
 
 
-def check_activation(activation) -> None:
+def check_activation(activation: str | Activation) -> None:
     """A name among the activations `mlp` knows, or any function of a tensor."""
     if not callable(activation) and activation not in ACTIVATIONS:
         raise ValueError(f"activation={activation!r} is not one of {sorted(ACTIVATIONS)} nor a function")
 
 
-def _check_input(ffn, x) -> None:
+def _check_input(ffn: PositionwiseFeedForward, x: torch.Tensor) -> None:
     d_model = ffn.w_1.in_features
     check_tensor(x, "x", floating=True)
     if x.dim() == 0 or x.shape[-1] != d_model:

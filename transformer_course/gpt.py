@@ -59,7 +59,7 @@ class GPTConfig:
         return BlockConfig(self.d_model, self.n_heads, self.d_ff, self.dropout, norm_first=True, activation="gelu")
 
 
-def check_lm_inputs(model: LanguageModel, ids, cache: KVCache | None = None) -> None:
+def check_lm_inputs(model: LanguageModel, ids: torch.Tensor, cache: KVCache | None = None) -> None:
     """A decoder-only model's forward(ids (B, T), cache) arguments: token ids in range, a cache of its depth, and
     no more than max_len positions in all."""
     vocab_size, n_blocks, max_len = model.vocab_size, model.config.n_layers, model.max_len
@@ -76,7 +76,7 @@ def check_lm_inputs(model: LanguageModel, ids, cache: KVCache | None = None) -> 
         raise ValueError(f"{length} positions exceed max_len={max_len}: shorten ids or build a larger model")
 
 
-def _check_config(model, *args, **kwargs) -> None:
+def _check_config(model: GPT, *args: Any, **kwargs: Any) -> None:
     GPTConfig(*args, **kwargs)
 
 
@@ -221,7 +221,14 @@ class LanguageModel(Protocol):
 
 
 def _check_generate_args(
-    model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None, use_cache=True, generator=None
+    model: LanguageModel,
+    ids: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    use_cache: bool = True,
+    generator: torch.Generator | None = None,
 ) -> None:
     if not isinstance(model, LanguageModel):
         raise TypeError(

@@ -49,7 +49,7 @@ def to_hf(model: nn.Module) -> Any:
     raise TypeError(f"model must be a transformer_course.GPT or ModernDecoder, got {type(model).__name__}")
 
 
-def _refuse(kind: str, option: str, value, wanted) -> None:
+def _refuse(kind: str, option: str, value: object, wanted: object) -> None:
     if value != wanted:
         raise ValueError(f"{kind} has {option}={value!r}; the package's model needs {option}={wanted!r}")
 

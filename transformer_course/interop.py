@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the layers import this module: their names are for the type
 TorchLayer = nn.TransformerEncoderLayer | nn.TransformerDecoderLayer
 
 
-def check_torch_module(m, kind: type) -> None:
+def check_torch_module(m: object, kind: type) -> None:
     """A TypeError naming `m` unless it is a `kind`."""
     if not isinstance(m, kind):
         raise TypeError(f"m must be a torch.nn.{kind.__name__}, got {type(m).__name__}")
@@ -81,7 +81,7 @@ def copy_stack(
     new.train(m.training)
 
 
-def check_torch_stack(m, kind: type) -> None:
+def check_torch_stack(m: nn.TransformerEncoder | nn.TransformerDecoder, kind: type) -> None:
     check_torch_module(m, kind)
     if len(m.layers) == 0:
         raise ValueError("m has no layers")

@@ -16,29 +16,29 @@ import torch
 from ._validate import check_positive_int, check_tensor, checked
 
 
-def _check_bool_mask(mask, name: str = "mask") -> None:
+def _check_bool_mask(mask: torch.Tensor, name: str = "mask") -> None:
     check_tensor(mask, name)
     if mask.dtype != torch.bool:
         raise TypeError(f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}")
 
 
-def _check_masks_combine(*masks) -> None:
+def _check_masks_combine(*masks: torch.Tensor | None) -> None:
     """Boolean masks whose shapes broadcast together (named masks[i], counting the ones given)."""
-    masks = tuple(m for m in masks if m is not None)
-    for i, m in enumerate(masks):
+    given = tuple(m for m in masks if m is not None)
+    for i, m in enumerate(given):
         _check_bool_mask(m, f"masks[{i}]")
     try:
-        torch.broadcast_shapes(*(m.shape for m in masks))
+        torch.broadcast_shapes(*(m.shape for m in given))
     except RuntimeError:
-        shapes = ", ".join(str(tuple(m.shape)) for m in masks)
+        shapes = ", ".join(str(tuple(m.shape)) for m in given)
         raise ValueError(f"masks of shapes {shapes} do not broadcast together: line up their dimensions") from None
 
 
-def _check_causal(size, device=None) -> None:
+def _check_causal(size: int, device: torch.device | str | None = None) -> None:
     check_positive_int(size, "size")
 
 
-def _check_padding(tokens, pad_id=0) -> None:
+def _check_padding(tokens: torch.Tensor, pad_id: int = 0) -> None:
     check_tensor(tokens, "tokens", ndim=2, floating=False)
     if isinstance(pad_id, bool) or not isinstance(pad_id, int):
         raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__}")

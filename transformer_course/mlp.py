@@ -57,7 +57,7 @@ class MLP(nn.Module):
         return [layer for layer in self.layers if isinstance(layer, nn.Linear)]
 
 
-def _check_input(x, n_in: int) -> None:
+def _check_input(x: torch.Tensor, n_in: int) -> None:
     """A floating-point tensor (..., n_in): integer inputs would fail inside nn.Linear with a dtype error."""
     check_tensor(x, "x", floating=True)
     if x.dim() == 0 or x.shape[-1] != n_in:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -71,22 +72,22 @@ class TransformerConfig:
         return BlockConfig(self.d_model, self.n_heads, self.d_ff, self.dropout, self.norm_first, self.activation)
 
 
-def _check_encode(model, src) -> None:
+def _check_encode(model: Transformer, src: torch.Tensor) -> None:
     check_tokens(src, "src", model.config.src_vocab_size)
 
 
-def _check_decode(model, tgt_in, memory, src) -> None:
+def _check_decode(model: Transformer, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> None:
     check_decode_inputs(tgt_in, memory, src, model.config)
 
 
-def _check_forward(model, src, tgt_in) -> None:
+def _check_forward(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor) -> None:
     check_tokens(src, "src", model.config.src_vocab_size)
     check_tokens(tgt_in, "tgt_in", model.config.tgt_vocab_size)
     if src.shape[0] != tgt_in.shape[0]:
         raise ValueError(f"src and tgt_in must share the batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
 
 
-def _check_config(model, *args, **kwargs) -> None:
+def _check_config(model: Transformer, *args: Any, **kwargs: Any) -> None:
     TransformerConfig(*args, **kwargs)
 
 
@@ -166,14 +167,14 @@ class Transformer(nn.Module):
         return self.decode(tgt_in, self.encode(src), src)
 
 
-def _rename_generator(state_dict, prefix, *args) -> None:
+def _rename_generator(state_dict: dict[str, torch.Tensor], prefix: str, *args: object) -> None:
     """Load a state_dict saved before the output layer was renamed: `generator.weight` is `lm_head.weight`."""
     old = prefix + "generator.weight"
     if old in state_dict:
         state_dict[prefix + "lm_head.weight"] = state_dict.pop(old)
 
 
-def check_tokens(tokens, name: str, vocab_size: int | None = None) -> None:
+def check_tokens(tokens: torch.Tensor, name: str, vocab_size: int | None = None) -> None:
     """Token ids (B, T) with T >= 1, each in [0, vocab_size) when vocab_size is given."""
     check_tensor(tokens, name, ndim=2, floating=False)
     if tokens.shape[1] == 0:
@@ -182,7 +183,9 @@ def check_tokens(tokens, name: str, vocab_size: int | None = None) -> None:
         check_token_ids(tokens, name, vocab_size)
 
 
-def check_decode_inputs(tgt_in, memory, src, config: TransformerConfig | None = None) -> None:
+def check_decode_inputs(
+    tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, config: TransformerConfig | None = None
+) -> None:
     """Token ids tgt_in (B, T) and src (B, S) (in the vocabularies of `config`, if given), and memory (B, S, D),
     with one batch size."""
     check_tokens(tgt_in, "tgt_in", None if config is None else config.tgt_vocab_size)
@@ -251,7 +254,7 @@ def summary(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, max_dep
     for name, module in model.named_modules():
         if name:
 
-            def record(_module, _args, output, name=name):
+            def record(_module: nn.Module, _args: tuple[object, ...], output: object, name: str = name) -> None:
                 outputs = output if isinstance(output, (tuple, list)) else (output,)
                 shapes.setdefault(name, []).extend(tuple(o.shape) for o in outputs if isinstance(o, torch.Tensor))
 

@@ -21,6 +21,7 @@ the cache through.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -127,7 +128,7 @@ class RotaryEmbedding(nn.Module):
         exponents = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=device) / self.head_dim
         return 1.0 / (self.theta**exponents)  # (d/2,): θ^(-2i/d), in float32
 
-    def _apply(self, fn, recurse=True):
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> RotaryEmbedding:
         # Every .to(), .half(), .cuda() goes through here. A cast would round the frequencies: recompute them
         # in float32 on the new device (transformers, too, builds its inv_freq in float32).
         super()._apply(fn, recurse)
@@ -231,7 +232,7 @@ class ModernBlock(nn.Module):
         return x + self.ffn(self.ffn_norm(x))
 
 
-def _check_config(model, config) -> None:
+def _check_config(model: ModernDecoder, config: ModernConfig) -> None:
     if not isinstance(config, ModernConfig):
         raise TypeError(f"config must be a transformer_course.ModernConfig, got {type(config).__name__}")
 

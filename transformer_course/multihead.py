@@ -19,7 +19,7 @@ from ._validate import check_bool, check_positive_int, check_probability, check_
 from .attention import check_mask, scaled_dot_product_attention
 
 
-def _check_split(x, n_heads) -> None:
+def _check_split(x: torch.Tensor, n_heads: int) -> None:
     """x (B, T, D) with D divisible by n_heads."""
     check_tensor(x, "x", ndim=3)
     check_positive_int(n_heads, "n_heads")
@@ -27,7 +27,7 @@ def _check_split(x, n_heads) -> None:
         raise ValueError(f"x has {x.shape[-1]} features, which n_heads={n_heads} does not divide")
 
 
-def _check_merge(x) -> None:
+def _check_merge(x: torch.Tensor) -> None:
     """x (B, H, T, d_k)."""
     check_tensor(x, "x", ndim=4)
 
@@ -50,7 +50,9 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(batch, length, n_heads * d_k)  # (B, T, H, d_k) -> (B, T, H * d_k)
 
 
-def check_head_sizes(attn, d_model, n_heads, dropout=0.0, bias=True) -> None:
+def check_head_sizes(
+    attn: MultiHeadAttention | None, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True
+) -> None:
     check_positive_int(d_model, "d_model")
     check_positive_int(n_heads, "n_heads")
     if d_model % n_heads:
@@ -59,7 +61,13 @@ def check_head_sizes(attn, d_model, n_heads, dropout=0.0, bias=True) -> None:
     check_bool(bias, "bias")
 
 
-def _check_inputs(m, query, key, value, mask=None) -> None:
+def _check_inputs(
+    m: MultiHeadAttention,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None = None,
+) -> None:
     """Shapes (B, T, d_model) that agree, and a mask that broadcasts to (B, H, T_q, T_k)."""
     weight = m.w_q.weight
     for name, x in (("query", query), ("key", key), ("value", value)):
@@ -78,7 +86,7 @@ def _check_inputs(m, query, key, value, mask=None) -> None:
         check_head_mask(mask, query.shape[0], m.n_heads, query.shape[1], key.shape[1])
 
 
-def check_head_mask(mask, batch: int, n_heads: int, q_len: int, k_len: int) -> None:
+def check_head_mask(mask: torch.Tensor, batch: int, n_heads: int, q_len: int, k_len: int) -> None:
     """A bool mask of shape (T_q, T_k) or (B or 1, H or 1, T_q, T_k), with T_q, T_k also allowed to be 1."""
     lead = tuple(mask.shape[:-2]) if isinstance(mask, torch.Tensor) else ()
     # A 3-D (B, T_q, T_k) mask would broadcast B against the head axis: refuse it rather than guess.

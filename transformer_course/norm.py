@@ -18,13 +18,13 @@ from torch import nn
 from ._validate import check_bool, check_positive_int, check_tensor, checked
 
 
-def check_norm_sizes(norm, d_model, eps=1e-5, bias=True) -> None:
+def check_norm_sizes(norm: LayerNorm | RMSNorm | None, d_model: int, eps: float = 1e-5, bias: bool = True) -> None:
     check_positive_int(d_model, "d_model")
     check_eps(eps)
     check_bool(bias, "bias")
 
 
-def _check_input(norm, x) -> None:
+def _check_input(norm: LayerNorm | RMSNorm, x: torch.Tensor) -> None:
     """A floating-point tensor (..., d_model)."""
     check_tensor(x, "x", floating=True)
     if x.dim() == 0 or x.shape[-1] != norm.d_model:
@@ -84,7 +84,7 @@ class RMSNorm(nn.Module):
         return (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight).to(x.dtype)
 
 
-def check_eps(eps) -> float:
+def check_eps(eps: object) -> float:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)):
         raise TypeError(f"eps must be a float, got {type(eps).__name__}")
     if not eps > 0:
@@ -92,7 +92,7 @@ def check_eps(eps) -> float:
     return float(eps)
 
 
-def _check_torch_norm(m) -> None:
+def _check_torch_norm(m: nn.LayerNorm) -> None:
     if not isinstance(m, nn.LayerNorm):
         raise TypeError(f"m must be a torch.nn.LayerNorm, got {type(m).__name__}")
     if len(m.normalized_shape) != 1:

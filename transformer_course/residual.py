@@ -18,7 +18,14 @@ from ._validate import check_bool, check_probability, checked
 from .norm import LayerNorm, check_norm_sizes
 
 
-def _check_options(connection, d_model, dropout=0.1, norm_first=False, eps=1e-5, bias=True) -> None:
+def _check_options(
+    connection: SublayerConnection,
+    d_model: int,
+    dropout: float = 0.1,
+    norm_first: bool = False,
+    eps: float = 1e-5,
+    bias: bool = True,
+) -> None:
     check_norm_sizes(None, d_model, eps, bias)
     check_probability(dropout, "dropout")
     check_bool(norm_first, "norm_first")

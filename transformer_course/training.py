@@ -33,6 +33,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ._validate import check_positive_int, check_probability, check_tensor
+from .data import Batch
 
 
 def set_seed(seed: int) -> None:
@@ -192,7 +193,7 @@ def _all_sum(values: list[float], world_size: int) -> list[float]:
     return total.tolist()
 
 
-def shard(batch, rank: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def shard(batch: Batch, rank: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Process `rank`'s rows of a global batch: rows rank, rank + world_size, ... of (src, tgt_in, tgt_out).
 
     The shares of the processes are disjoint and together make the whole batch, the interleaving of
@@ -245,7 +246,7 @@ def rank_stream(rank: int, world_size: int, device: torch.device) -> Iterator[No
 
 def batch_gradients(
     model: nn.Module,
-    batch,
+    batch: Batch,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     accumulate: int = 1,
     precision: str = "fp32",

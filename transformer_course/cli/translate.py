@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from .. import checkpoint, data, datasets, distributed, model, training, translate
 from ._common import CLIError, Parser, join_processes, report_errors, seed_argument
@@ -187,7 +188,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         raise CLIError(f'the sentence is empty: try {CLI} "咖哥 不 喜欢 他们" (or --help)', code=2)
     ckpt = _load(args.checkpoint)
     training.set_threads(1)
-    known = _known_words(ckpt.src_vocab)
+    known = _known_words(cast(data.Vocab, ckpt.src_vocab))  # a Transformer's checkpoint holds both vocabularies
     if args.words:
         print(" ".join(known))
         return 0

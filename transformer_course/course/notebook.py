@@ -10,7 +10,7 @@ The book displays the package's code this way, so the text and the package canno
 
 `CHAPTERS` is the course's order, written once: each chapter's notebook, the library modules it introduces
 and its exercise checkers, in the order of the book. `_toc.yml` lists the same notebooks in the same order,
-`transformer_course.exercises` registers the same checkers, and a library module imports only modules of its
+`transformer_course.course.exercises` registers the same checkers, and a library module imports only modules of its
 own or earlier chapters (tests/test_notebook_helpers.py holds all three to it).
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 class Chapter:
     """One chapter: `chapters/<notebook>.ipynb`, the library modules it introduces, its exercise checkers.
 
-    exercises names the module of `transformer_course.exercises` whose checkers go with the exercise
+    exercises names the module of `transformer_course.course.exercises` whose checkers go with the exercise
     notebook `chapters/exercises/<notebook>.ipynb`; None for a chapter without exercises.
     """
 
@@ -91,17 +91,20 @@ class SourceCode:
         )
 
 
+_EXERCISES = "transformer_course.course.exercises."  # the exercises' reference solutions come folded
+
+
 def show_source(obj: Any) -> SourceCode:
     """The real source of a function, class or method, to display in a notebook cell.
 
-    The code of transformer_course.exercises (the exercises' reference solutions) comes folded.
+    The code of transformer_course.course.exercises (the exercises' reference solutions) comes folded.
     """
     try:
         source = inspect.getsource(obj)
     except (TypeError, OSError) as error:
         raise TypeError(f"obj must be a function, class or method defined in a file, got {obj!r}") from error
     module = getattr(inspect.getmodule(obj), "__name__", "")
-    folded = module == "transformer_course.exercises" or module.startswith("transformer_course.exercises.")
+    folded = module == "transformer_course.course.exercises" or module.startswith(_EXERCISES)
     return SourceCode(textwrap.dedent(source).rstrip(), folded=folded)
 
 
