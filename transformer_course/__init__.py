@@ -19,7 +19,7 @@ from .decoder import Decoder, DecoderLayer
 from .decoding import beam_search, greedy_decode, sequence_log_prob
 from .efficient import KVCache, fused_attention, keep_attention_weights, use_fused_attention
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
-from .encoder import Encoder, EncoderLayer
+from .encoder import BlockConfig, Encoder, EncoderLayer
 from .ffn import PositionwiseFeedForward
 from .gpt import GPT, GPTConfig, generate
 from .hf import from_hf, to_hf
@@ -53,7 +53,7 @@ __all__ = [
     "LayerNorm", "RMSNorm",
     "SublayerConnection",
     "TokenEmbedding", "sinusoidal_positional_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
-    "EncoderLayer", "Encoder",
+    "BlockConfig", "EncoderLayer", "Encoder",
     "DecoderLayer", "Decoder", "KVCache",
     "Transformer", "TransformerConfig", "count_parameters", "summary",
     "greedy_decode", "beam_search", "sequence_log_prob",
