@@ -339,3 +339,36 @@ def test_bert_config_is_checked_once_and_rebuilds_the_model():
         tc.BERTConfig(vocab_size=20, pad_id=20)
     with pytest.raises(TypeError, match="config must be a BERTConfig"):
         tc.BERT.from_config(tc.GPTConfig(20))
+
+
+def test_a_chunk_of_several_positions_after_a_cached_prefix_sees_the_right_causal_rows():
+    # Prompt-style use: 3 positions, then a chunk of 4 at once, then single steps; every logit equals the full pass.
+    model = _translator()
+    src, tgt = torch.randint(1, 13, (2, 5)), torch.randint(1, 13, (2, 9))
+    with torch.no_grad():
+        memory = model.encode(src)
+        cache = KVCache(2)
+        chunks = [
+            decode_cached(model, tgt[:, :3], memory, src, cache),
+            decode_cached(model, tgt[:, :7], memory, src, cache),
+        ]
+        chunks += [decode_cached(model, tgt[:, : t + 1], memory, src, cache) for t in (7, 8)]
+        full = model.decode(tgt, memory, src)
+    torch.testing.assert_close(torch.cat(chunks, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_a_bare_stack_decodes_through_an_attached_cache():
+    # Without a model's door around it, the layers inside `attached` must not check the new positions' mask
+    # against their own keys alone (the cached ones count too).
+    torch.manual_seed(0)
+    encoder = tc.Encoder(16, 2, 32, n_layers=2, dropout=0.0, norm_first=True).eval()
+    x = torch.randn(2, 6, 16)
+    with torch.no_grad():
+        full = encoder(x, tc.causal_mask(6))
+        cache = KVCache(2)
+        with cache.attached(encoder.layers):
+            first = encoder(x[:, :4], tc.causal_mask(4))
+            rest = torch.cat([encoder(x[:, t : t + 1], tc.causal_mask(t + 1)[t:]) for t in (4, 5)], dim=1)
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), full, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="query has 8 features"):  # outside the block, checked again
+        encoder.layers[0].self_attn(torch.zeros(1, 2, 8), torch.zeros(1, 2, 16), torch.zeros(1, 2, 16))

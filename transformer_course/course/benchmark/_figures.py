@@ -58,7 +58,7 @@ def _plot_decoding(fig, table: Table) -> None:
     ax = fig.subplots()
     _paired_bars(
         ax,
-        [f"batch {r['batch']}, {r['new_tokens']} tokens" for r in table.rows],
+        [f"{r.get('kernel', 'teaching')}, batch {r['batch']}, {r['new_tokens']} tokens" for r in table.rows],
         ("recompute the prefix", table.column("uncached_tok_per_s")),
         ("KV cache", table.column("cached_tok_per_s")),
         [f"{s:.1f}x" for s in table.column("speedup")],
