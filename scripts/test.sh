@@ -3,11 +3,13 @@
 #
 #   bash scripts/test.sh            # everything (what CI runs): the three tiers, then the notebooks again
 #                                   # under a second CPU kernel path
-#   bash scripts/test.sh unit       # ruff and the package's tests: no notebook, no browser, no venv build
-#   bash scripts/test.sh notebooks  # every notebook under nbval, under this CPU's kernels and a second path
-#   bash scripts/test.sh release    # the book (warnings as errors), the browser test of every page, the PDF,
-#                                   # the sdist and wheel, every notebook alone in a bare kernel, JupyterLab,
-#                                   # mypy over the package
+#   bash scripts/test.sh unit       # ruff and the package's tests (tests/unit: one file per module, the course
+#                                   # tools under tests/unit/course): no notebook, no browser, no venv build
+#   bash scripts/test.sh notebooks  # every notebook under nbval, under this CPU's kernels and a second path,
+#                                   # and the tests about notebooks (tests/notebooks)
+#   bash scripts/test.sh release    # tests/release: the book (warnings as errors), the browser test of every
+#                                   # page, the PDF, the sdist and wheel, every notebook alone in a bare kernel,
+#                                   # JupyterLab, mypy over the package, torch.compile
 #
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh unit -k mlp`, or `-n 0` for one process).
 set -euo pipefail
@@ -32,9 +34,10 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # which would appear in the first notebook's output and fail its nbval comparison.
 .venv/bin/python -c "import matplotlib.pyplot"
 
-RELEASE=(tests/test_book.py tests/test_bare_kernel.py tests/test_jupyterlab.py tests/test_types.py tests/test_compile.py)
-UNIT=(tests)
-for path in "${RELEASE[@]}"; do UNIT+=("--ignore=$path"); done
+# The tiers by folder: tests/release, tests/notebooks (with chapters/), and the rest of tests/ (tests/unit).
+RELEASE=(tests/release)
+NOTEBOOKS=(chapters tests/notebooks)
+UNIT=(tests --ignore=tests/release --ignore=tests/notebooks)
 
 # Two workers; --dist loadfile keeps each file (each notebook's cells, the book build and its browser
 # checks) on one worker, in order.
@@ -61,7 +64,7 @@ case "$tier" in
         pytest unit "${UNIT[@]}" "$@"
         ;;
     notebooks)
-        pytest notebooks chapters "$@"
+        pytest notebooks "${NOTEBOOKS[@]}" "$@"
         path=$(second_kernel_path)
         ATEN_CPU_CAPABILITY=$path pytest "notebooks-$path" chapters "$@"
         ;;

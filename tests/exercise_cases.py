@@ -1,4 +1,4 @@
-"""The wrong answers of every registered checker, for the tests generated in tests/test_exercise_checkers.py.
+"""Every registered checker's wrong answers, for the tests generated in tests/unit/course/test_exercise_checkers.py.
 
 Two kinds:
 
@@ -23,7 +23,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_course.exercises import check, solutions
+from transformer_course.course.exercises import check, solutions
 
 ARGNAMES = ("name", "reader", "mistake", "words")
 
@@ -48,7 +48,7 @@ INTERCHANGEABLE: dict[str, tuple[tuple[str, ...], ...]] = {
 def wrong_answer_tables() -> dict[str, list]:
     """{checker name: rows} from every chapter's tests/test_exercises_<module>.py, each checker in one file."""
     tables: dict[str, list] = {}
-    for path in sorted(Path(__file__).parent.glob("test_exercises_*.py")):
+    for path in sorted((Path(__file__).parent / "unit" / "course").glob("test_exercises_*.py")):
         for name, rows in getattr(importlib.import_module(path.stem), "WRONG_ANSWERS", {}).items():
             if name not in check.names() or name in tables:
                 raise ValueError(f"{path.name}: WRONG_ANSWERS[{name!r}] is not a checker's name, or listed twice")

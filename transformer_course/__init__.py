@@ -2,10 +2,10 @@
 
     import transformer_course as tc
 
-Modules in chapter order: `transformer_course.course.notebook.CHAPTERS` lists them; each imports only modules of its
-own or earlier chapters (tests/test_notebook_helpers.py), except that chapter 12's decoding uses chapter 13's KV
-cache by default. The command-line interfaces live in `transformer_course.cli`, the course's tools (exercise
-checkers, notebook helpers, benchmark) in `exercises`, `notebook` and `benchmark`.
+Modules in chapter order: `transformer_course.course.notebook.CHAPTERS` lists them; each imports only modules
+of its own or earlier chapters (tests/unit/course/test_notebook_helpers.py), except that chapter 12's decoding
+uses chapter 13's KV cache by default. The command-line programs live in `transformer_course.cli`, the course's
+tools (notebook helpers, exercise checkers, benchmark) in `transformer_course.course`.
 Tensors are batch-first (B, T, D); masks are bool with True = may attend.
 """
 

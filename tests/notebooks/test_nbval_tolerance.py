@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbval_tolerance import EXACT, Tolerance, explain_difference, split_numbers, tolerance_of
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(

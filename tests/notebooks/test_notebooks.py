@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
+CHAPTERS = Path(__file__).resolve().parents[2] / "chapters"
 NOTEBOOKS = sorted(p for p in CHAPTERS.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
+CHAPTERS = Path(__file__).resolve().parents[2] / "chapters"
 BEFORE_CHAPTER_13 = sorted(p for p in CHAPTERS.glob("[0-9][0-9]_*.ipynb") if int(p.name[:2]) <= 12)
 
 # Words that belong to chapter 13's extensions: the KV cache and the fused attention kernel.

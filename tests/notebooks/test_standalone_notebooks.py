@@ -3,7 +3,7 @@
 The cell is written by scripts/prepare_notebooks.py from the version in transformer_course/__init__.py and
 the repository in _config.yml; these tests check that every notebook carries the current cell, and what the
 cell does in each case (nothing when the package is importable; pip with the pinned version, then the
-tagged release, when it is not). tests/test_bare_kernel.py runs it for real, in a virtual environment
+tagged release, when it is not). tests/release/test_bare_kernel.py runs it for real, in a virtual environment
 without the package.
 """
 
@@ -26,7 +26,7 @@ except ImportError:  # Python 3.10
 
 import transformer_course
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 prepare_notebooks = load("prepare_notebooks")
 
 NOTEBOOKS = prepare_notebooks.notebooks()

@@ -37,7 +37,7 @@ import torch
 
 import transformer_course
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 # torch: the very build the tests run with (here the CPU wheel pip already found for them); ipykernel<7 as
 # in requirements.txt (7.x has been seen to freeze here).

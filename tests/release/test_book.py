@@ -30,7 +30,7 @@ from browser_needs import missing_dependency, playwright_and_chromium
 from pypdf import PdfReader
 from script_modules import load
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 build_pdf = load("build_pdf")  # the PDF step, whose helpers (pages, Chromium, server) the tests share
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 BUILD_TIMEOUT_S = 900

@@ -29,7 +29,7 @@ import pytest
 from browser_needs import missing_dependency, playwright_and_chromium
 from script_modules import load
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 build_pdf = load("build_pdf")  # its Chromium helpers
 NOTEBOOK = ROOT / "chapters" / "exercises" / "04_multihead.ipynb"
 SCREENSHOT = ROOT / "_build" / "screenshots" / "jupyterlab_exercises_04.png"

@@ -245,7 +245,7 @@ def test_encode_and_decode_errors_name_the_argument(trained):
 
 
 def test_benchmark_section_compares_with_tokenizers():
-    from transformer_course.benchmark._bpe import bpe as bpe_section
+    from transformer_course.course.benchmark._bpe import bpe as bpe_section
 
     table = bpe_section(vocab_sizes=(280,), max_chars=3_000)
     (row,) = table.rows

@@ -173,7 +173,7 @@ def test_a_stale_world_size_without_torchrun_is_one_line(tmp_path, world_size):
 
 
 def test_console_scripts_name_the_command_line_programs():
-    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     scripts = pyproject["project"]["scripts"]
     assert set(scripts) == {"transformer-course-translate", "transformer-course-demo", "transformer-course-distributed"}
     for target in scripts.values():

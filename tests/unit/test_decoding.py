@@ -1,7 +1,7 @@
-"""Decoding at its edges: max_len=1, NaN logits, every submodule's mode, and arguments checked before any work.
+"""Chapter 12, transformer_course/decoding.py: greedy decoding and beam search, their edges and errors.
 
-Bad arguments are refused before the model runs: a spy counts the calls of `encode` and `decode` and a
-hook the calls of the model's modules, and both must stay at zero.
+max_len=1, NaN logits, every submodule's mode, and arguments checked before any work: a spy counts the
+calls of `encode` and `decode` and a hook the calls of the model's modules, and both must stay at zero.
 """
 
 import math
@@ -42,10 +42,6 @@ def test_short_budgets_agree_with_greedy(max_len):
     assert beam.tolist() == greedy.tolist()
 
 
-# ---------------------------------------------------------------------------------------------------------
-# NaN logits: a clear error, never garbage
-
-
 def nan_weights(model):
     with torch.no_grad():
         model.decoder.layers[1].ffn.w_1.weight[0, 0] = float("nan")
@@ -73,10 +69,6 @@ def test_nan_from_finite_weights_says_so():
     model.lm_head.register_forward_hook(lambda module, inputs, out: out.masked_fill(out > -1e9, float("nan")))
     with pytest.raises(FloatingPointError, match="parameters are finite"):
         tc.greedy_decode(model, SRC, 5, BOS, EOS)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Modes: eval while decoding, each submodule's own mode afterwards
 
 
 def mixed_modes(model):
@@ -115,10 +107,6 @@ def test_modes_come_back_after_an_error_too():
     with pytest.raises(FloatingPointError):
         tc.greedy_decode(model, SRC, 6, BOS, EOS)
     assert {name: m.training for name, m in model.named_modules()} == before
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Special ids: the combinations that work, and the one that cannot
 
 
 class Scripted:
@@ -170,9 +158,6 @@ def test_eos_equal_to_pad_stops_where_the_model_predicts_padding():
     model.lm_head.register_forward_hook(Scripted([5, 6, PAD, 7]))
     assert tc.greedy_decode(model, SRC, 10, BOS, PAD).tolist() == [[BOS, 5, 6, PAD]]
 
-
-# ---------------------------------------------------------------------------------------------------------
-# Every argument, checked before any work
 
 BAD = [
     # (id, call on (model, src), exception, message)
@@ -269,10 +254,6 @@ def test_the_bad_arguments_are_distinct():
     assert len({c[0] for c in BAD}) == len(BAD) >= 30
 
 
-# ---------------------------------------------------------------------------------------------------------
-# length_penalty: it must change which finished hypothesis wins
-
-
 class TableScorer:
     """Fixed next-token probabilities by prefix, for a search on a known tree.
 
@@ -303,3 +284,62 @@ def test_length_penalty_changes_the_winner(length_penalty, expected):
     start = torch.tensor([[BOS]])
     out = decoding.run_beam(TableScorer(), start, 4, 3, EOS, PAD, length_penalty)
     assert out.tolist() == [expected]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The module's own claims
+
+
+def test_beam_of_one_is_greedy_and_wider_beams_score_at_least_as_well():
+    for seed in range(5):
+        torch.manual_seed(seed)
+        model = tc.Transformer(12, 12, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0).eval()
+        src = torch.randint(3, 12, (1, 5))
+        greedy = tc.greedy_decode(model, src, 8, 1, 2)
+        assert torch.equal(tc.beam_search(model, src, 1, 8, 1, 2), greedy)
+        beam = tc.beam_search(model, src, 4, 8, 1, 2)
+        assert beam[0, 0] == 1
+        greedy_ended = (greedy[0] == 2).any()
+        beam_ended = (beam[0] == 2).any()
+        if greedy_ended and beam_ended:
+            assert tc.sequence_log_prob(model, src, beam) >= tc.sequence_log_prob(model, src, greedy) - 1e-5
+
+
+def test_decoding_restores_training_mode():
+    model = tc.Transformer(12, 12, d_model=16, n_heads=2, n_layers=1, d_ff=32).train()
+    tc.greedy_decode(model, torch.tensor([[3, 4]]), 4, 1, 2)
+    assert model.training
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad input gets a ValueError or TypeError whose message names the argument and what was expected
+
+
+def tiny_model(**kwargs):
+    defaults = dict(d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0, max_len=10)
+    return tc.Transformer(10, 10, **{**defaults, **kwargs})
+
+
+BAD_INPUT = [
+    # (id, callable, exception, pattern the message must contain)
+    ("beam search on a batch",
+     lambda: tc.beam_search(tiny_model(), torch.ones(2, 3, dtype=torch.long), 2, 5, 1, 2), ValueError,
+     r"src must be \(1, S\), got \(2, 3\)"),
+    ("bos id outside the vocabulary",
+     lambda: tc.greedy_decode(tiny_model(), torch.ones(1, 3, dtype=torch.long), 5, 10, 2), ValueError,
+     r"bos_id=10 must be a token id in \[0, 9\]"),
+    ("None model in greedy decoding", lambda: tc.greedy_decode(None, torch.ones(1, 3, dtype=torch.long), 5, 1, 2),
+     TypeError, r"model must be a transformer_course.Transformer, got NoneType"),
+    ("decoding beyond the positional table",
+     lambda: tc.greedy_decode(tiny_model(), torch.ones(1, 3, dtype=torch.long), 11, 1, 2), ValueError,
+     r"max_len=11 \(tokens to generate, bos included\) exceeds the model's positional table, config.max_len=10"),
+    ("length_penalty not a number",
+     lambda: tc.beam_search(tiny_model(), torch.ones(1, 3, dtype=torch.long), 2, 5, 1, 2, length_penalty="long"),
+     TypeError, r"length_penalty must be a float, got str"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "exc", "pattern"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_raises_a_clear_error(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()

@@ -1,6 +1,6 @@
 """pyproject.toml is the single list of dependencies; requirements.txt and binder/ only point into it.
 
-tests/test_bare_kernel.py builds the distribution and checks the wheel itself; these tests read the files.
+tests/release/test_bare_kernel.py builds the distribution and checks the wheel itself; these tests read the files.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 TOOLING = {"jupyter-book", "pytest", "nbval", "playwright", "ruff", "hypothesis", "build", "twine", "mypy"}
 

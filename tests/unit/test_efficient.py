@@ -1,4 +1,8 @@
-"""The KV cache changes the work done per generated token, never the tokens: cached == uncached decoding."""
+"""Chapter 13, transformer_course/efficient.py: the fused attention path and the KV cache.
+
+The cache is checked against the uncached model: greedy decoding, beam search and the logits of every step
+must agree, also past the buffer growth, when rows finish early and when beam search reorders rows.
+"""
 
 import pytest
 import torch
@@ -7,6 +11,8 @@ import transformer_course as tc
 from transformer_course.efficient import KVCache, LayerCache, decode_cached
 
 VOCAB, BOS, EOS, PAD = 20, 1, 2, 0
+
+
 SEEDS = [0, 1, 2]
 
 
@@ -176,3 +182,71 @@ def test_a_cached_step_projects_with_the_three_weights_never_restacking_them(mon
         cache = KVCache(len(model.decoder.layers))
         steps = [decode_cached(model, tgt[:, : t + 1], memory, src, cache) for t in range(tgt.shape[1])]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The module's own claims
+
+
+def test_fast_path_equals_teaching_path_and_skips_weights():
+    mha = tc.MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 5, 16)
+    mask = tc.padding_mask(torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]))
+    slow = mha(x, x, x, mask)
+    assert mha.attn_weights.shape == (2, 4, 5, 5)
+    tc.use_fused_attention(mha)
+    fast = mha(x, x, x, mask)
+    assert mha.attn_weights is None
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
+
+
+def test_cached_decode_equals_full_decode():
+    torch.manual_seed(0)
+    model = tc.Transformer(12, 12, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0).eval()
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])
+    tgt = torch.tensor([[1, 4, 5, 6, 7], [1, 8, 9, 3, 2]])
+    memory = model.encode(src)
+    full = model.decode(tgt, memory, src)
+    cache = tc.KVCache(len(model.decoder.layers))
+    steps = [decode_cached(model, tgt[:, : t + 1], memory, src, cache) for t in range(tgt.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Equal to PyTorch's reference modules, weights copied with `from_torch` (float32, atol 1e-5)
+
+
+ATOL = 1e-5
+
+
+B, T, S, D, H, FF = 3, 5, 7, 16, 4, 32
+
+
+def test_fused_attention_equals_teaching_path():
+    q, k, v = (torch.randn(B, H, T, 8) for _ in range(3))
+    mask = tc.padding_mask(torch.tensor([[1, 2, 3, 0, 0], [4, 5, 6, 7, 8], [9, 0, 0, 0, 0]]))
+    torch.testing.assert_close(
+        tc.fused_attention(q, k, v, mask), tc.scaled_dot_product_attention(q, k, v, mask)[0], atol=ATOL, rtol=0
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad input gets a ValueError or TypeError whose message names the argument and what was expected
+
+
+q4 = torch.randn(2, 2, 4, 8)
+
+
+BAD_INPUT = [
+    # (id, callable, exception, pattern the message must contain)
+    ("fused mask that does not broadcast", lambda: tc.fused_attention(q4, q4, q4, torch.ones(3, 1, 4, 4).bool()),
+     ValueError, r"mask has shape \(3, 1, 4, 4\)"),
+    ("fused dropout below zero", lambda: tc.fused_attention(q4, q4, q4, dropout_p=-0.1), ValueError,
+     r"dropout_p=-0.1 must be in \[0, 1\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "exc", "pattern"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_raises_a_clear_error(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()

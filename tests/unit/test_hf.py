@@ -174,7 +174,7 @@ def test_the_package_does_not_import_transformers_at_import_time():
 
 
 def test_the_benchmark_section_compares_with_the_same_weights():
-    from transformer_course.benchmark._modern import modern
+    from transformer_course.course.benchmark._modern import modern
 
     table = modern(vocab_size=50, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, batch=1, length=8,
                    new_tokens=4, repeats=1, device="cpu")  # fmt: skip

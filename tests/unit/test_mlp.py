@@ -1,4 +1,4 @@
-"""Chapter 1's helpers in transformer_course.mlp: full-batch training, accuracy, the hinge construction."""
+"""Chapter 1, transformer_course/mlp.py: the MLP, collapse_linear, full-batch training, hinge fits and toy data."""
 
 import itertools
 
@@ -80,3 +80,41 @@ def test_two_moons_and_xor_shapes():
     assert x.shape == (11, 2) and y.tolist() == [0] * 5 + [1] * 6
     x, y = xor_data(n_per_corner=3)
     assert x.shape == (12, 2) and y.tolist() == [0] * 3 + [1] * 6 + [0] * 3
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The module's own claims
+
+
+def test_stacked_linear_layers_collapse_to_one():
+    layers = [nn.Linear(3, 5), nn.Linear(5, 4), nn.Linear(4, 2, bias=False)]
+    x = torch.randn(7, 3)
+    torch.testing.assert_close(tc.collapse_linear(layers)(x), nn.Sequential(*layers)(x), atol=1e-5, rtol=0)
+
+
+def test_mlp_shapes_and_activation_placement():
+    mlp = tc.MLP([2, 8, 8, 3])
+    assert [type(m).__name__ for m in mlp.layers] == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
+    assert mlp(torch.randn(5, 2)).shape == (5, 3)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad input gets a ValueError or TypeError whose message names the argument and what was expected
+
+
+BAD_INPUT = [
+    # (id, callable, exception, pattern the message must contain)
+    ("MLP on integer inputs", lambda: tc.MLP([3, 4, 2])(torch.zeros(2, 3, dtype=torch.long)), TypeError,
+     r"x must be a floating-point tensor, got dtype torch.int64"),
+    ("MLP on a scalar", lambda: tc.MLP([3, 4, 2])(torch.tensor(1.0)), ValueError, r"x has 0 features"),
+    ("collapse of a non-Linear", lambda: tc.collapse_linear([nn.Linear(2, 3), nn.ReLU()]), TypeError,
+     r"layers\[1\] must be an nn.Linear, got ReLU"),
+    ("collapse of mismatched widths", lambda: tc.collapse_linear([nn.Linear(2, 3), nn.Linear(4, 1)]), ValueError,
+     r"layers\[0\] gives 3 features but layers\[1\] expects 4"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "exc", "pattern"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_raises_a_clear_error(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()

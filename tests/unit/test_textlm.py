@@ -177,7 +177,7 @@ def test_compressed_bits_per_byte_rejects_bad_arguments(args, error, words):
 
 
 def test_the_benchmark_section_trains_and_compares_with_every_compressor():
-    from transformer_course.benchmark import FUNCTIONS, OPTIONAL_SECTIONS
+    from transformer_course.course.benchmark import FUNCTIONS, OPTIONAL_SECTIONS
 
     assert "text_lm" in OPTIONAL_SECTIONS
     table = FUNCTIONS["text_lm"](minutes=(0.003,), vocab_size=270, train_chars=20_000)

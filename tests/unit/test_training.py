@@ -1,4 +1,5 @@
-"""The training loop in one process: accumulation, mixed precision, train/eval mode, and clear errors.
+"""transformer_course/training.py: the Noam schedule, label smoothing, seeding, and the training loop in one
+process: accumulation, mixed precision, train/eval mode, and clear errors.
 
 The two-process tests (torchrun) are in test_distributed.py.
 """
@@ -51,9 +52,6 @@ def max_weight_gap(a, b):
     return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
 
 
-# --- one process: the plain loop ------------------------------------------------------------------------
-
-
 def test_one_process_fit_is_the_plain_training_loop_bit_for_bit(corpus):
     # Accumulation, precision and data parallelism left at their defaults change nothing: the same
     # numbers, to the last bit, as forward, loss, backward, clip, step.
@@ -73,9 +71,6 @@ def test_one_process_fit_is_the_plain_training_loop_bit_for_bit(corpus):
         losses.append(loss.item())
     assert history.losses == losses
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), plain.parameters()))
-
-
-# --- gradient accumulation ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("accumulate", [2, 3, 5])
@@ -162,9 +157,6 @@ def test_each_rank_draws_its_own_dropout_masks_from_one_shared_stream():
     assert torch.equal(alone, F.dropout(torch.ones(4, 64), 0.5, training=True))
 
 
-# --- mixed precision --------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(("precision", "dtype"), [("fp32", torch.float32), ("bf16", torch.bfloat16),
                                                   ("fp16", torch.float16)])  # fmt: skip
 def test_precision_runs_the_forward_pass_under_autocast(corpus, precision, dtype):
@@ -208,9 +200,6 @@ def test_bf16_translator_still_translates_held_out_sentences():
     result = translate.train_translator(seed=0, device="cpu", progress=False, precision="bf16")
     test = translate.evaluate(result.model, result.corpus, result.dataset.test_pairs)
     assert test.exact_match >= 0.95
-
-
-# --- the loop itself ----------------------------------------------------------------------------------
 
 
 def test_fit_evaluates_after_the_last_step(corpus):
@@ -300,9 +289,6 @@ def test_fit_names_bad_arguments(corpus, kwargs, error, pattern):
         train(corpus, varied_batches(corpus), 1, **kwargs)
 
 
-# --- schedule, loss and seeds -----------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     ("factor", "error", "pattern"),
     [
@@ -371,9 +357,6 @@ def test_a_bad_seed_is_refused_before_anything_is_reseeded(seed, error):
 def test_the_largest_seed_pytorch_takes_is_accepted():
     tc.set_seed(2**64 - 1)
     assert torch.initial_seed() == 2**64 - 1
-
-
-# ---- fit refuses, by name, what would train silently wrong or fail deep inside
 
 
 def _tiny_setup():
@@ -455,9 +438,6 @@ def test_fit_refuses_a_language_model_in_one_line_naming_train_lm():
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())), "refused before any step"
 
 
-# --- train_steps: the loop GPT and BERT train with (AdamW, warm-up then cosine, clipping) -------------------
-
-
 def test_warmup_cosine_rises_linearly_then_falls_to_zero():
     factors = [training.warmup_cosine(step, 10, 4) for step in range(10)]
     assert factors[:4] == [0.25, 0.5, 0.75, 1.0]
@@ -513,3 +493,61 @@ def test_train_steps_is_adamw_with_warmup_cosine_and_clipping_step_for_step():
     for p, q in zip(model.parameters(), by_hand.parameters()):
         torch.testing.assert_close(p, q)
     assert not model.training
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The module's own claims
+
+
+def test_noam_schedule_peaks_at_warmup():
+    lrs = [tc.noam_lr(s, 512, 4000) for s in range(1, 20_000, 10)]
+    peak_step = 1 + 10 * max(range(len(lrs)), key=lrs.__getitem__)
+    assert abs(peak_step - 4000) <= 10
+    assert tc.noam_lr(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)
+
+
+def test_noam_scheduler_sets_the_formula():
+    p = nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=1.0)
+    sched = tc.noam_scheduler(opt, d_model=64, warmup=10)
+    seen = []
+    for _ in range(3):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert seen == pytest.approx([tc.noam_lr(s, 64, 10) for s in (1, 2, 3)])
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+def test_label_smoothing_equals_torch_cross_entropy(smoothing):
+    logits = torch.randn(4, 6, 11)
+    target = torch.randint(0, 11, (4, 6))
+    target[0, 3:] = 0
+    expected = F.cross_entropy(logits.reshape(-1, 11), target.reshape(-1), ignore_index=0, label_smoothing=smoothing)
+    got = tc.LabelSmoothingLoss(11, smoothing, ignore_index=0)(logits, target)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+def test_set_seed_makes_runs_repeat():
+    tc.set_seed(3)
+    a = torch.randn(3)
+    tc.set_seed(3)
+    assert torch.equal(a, torch.randn(3))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad input gets a ValueError or TypeError whose message names the argument and what was expected
+
+
+BAD_INPUT = [
+    # (id, callable, exception, pattern the message must contain)
+    ("noam step zero", lambda: tc.noam_lr(0, 512, 4000), ValueError, r"step=0 must be a positive integer"),
+    ("label smoothing above one", lambda: tc.LabelSmoothingLoss(10, smoothing=1.5), ValueError,
+     r"smoothing=1.5 must be in \[0, 1\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "exc", "pattern"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_raises_a_clear_error(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()

@@ -11,7 +11,7 @@ The book displays the package's code this way, so the text and the package canno
 `CHAPTERS` is the course's order, written once: each chapter's notebook, the library modules it introduces
 and its exercise checkers, in the order of the book. `_toc.yml` lists the same notebooks in the same order,
 `transformer_course.course.exercises` registers the same checkers, and a library module imports only modules of its
-own or earlier chapters (tests/test_notebook_helpers.py holds all three to it).
+own or earlier chapters (tests/unit/course/test_notebook_helpers.py holds all three to it).
 """
 
 from __future__ import annotations

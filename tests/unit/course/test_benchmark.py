@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import transformer_course as tc
-from transformer_course import benchmark
-from transformer_course.benchmark._core import use_fused
-from transformer_course.benchmark._decoding import _forbid_token, output_layer
+from transformer_course.course import benchmark
+from transformer_course.course.benchmark._core import use_fused
+from transformer_course.course.benchmark._decoding import _forbid_token, output_layer
 
 ON_LINUX = sys.platform.startswith("linux")
 
@@ -96,8 +96,11 @@ def test_decoding_section_generates_identical_tokens_of_the_requested_length():
         batch_sizes=(1, 3), new_tokens=(3, 5), src_len=4, vocab_size=12, d_model=16, n_heads=2, n_layers=1, d_ff=32,
         repeats=1, device="cpu",
     )  # fmt: skip
-    check_table(table, 4)
-    assert [(r["batch"], r["new_tokens"]) for r in table.rows] == [(1, 3), (1, 5), (3, 3), (3, 5)]
+    check_table(table, 8)
+    sizes = [(1, 3), (1, 5), (3, 3), (3, 5)]
+    assert [(r["kernel"], r["batch"], r["new_tokens"]) for r in table.rows] == [
+        (kernel, *size) for kernel in ("teaching", "fused") for size in sizes
+    ]
     for row in table.rows:
         assert row["identical"] is True
         assert positive(row["cached_s"], row["uncached_s"])
@@ -299,7 +302,7 @@ def test_self_attention_with_stacked_projections_equals_three_projections(need_w
 
 # ---------------------------------------------------------------------------------------------- torch.compile
 # Compiling for real takes minutes on a CPU, so these tests stand a fake in for torch.compile;
-# `python -m transformer_course.benchmark --only compile` measures the real one.
+# `python -m transformer_course.course.benchmark --only compile` measures the real one.
 
 
 def test_compile_section_measures_both_workloads(monkeypatch):

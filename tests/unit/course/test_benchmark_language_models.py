@@ -2,7 +2,7 @@
 
 import math
 
-from transformer_course import benchmark
+from transformer_course.course import benchmark
 from transformer_course.grammar import Language
 
 

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from script_modules import load
 
 import transformer_course as tc
-from transformer_course import benchmark
-from transformer_course.benchmark._core import target_note, use_fused
-from transformer_course.benchmark._references import NANOGPT_CPU, nanogpt_like
+from transformer_course.course import benchmark
+from transformer_course.course.benchmark._core import target_note, use_fused
+from transformer_course.course.benchmark._references import NANOGPT_CPU, nanogpt_like
 
 TINY_GPT = dict(vocab_size=20, d_model=16, n_heads=2, n_layers=2, block_size=8)
 
@@ -109,8 +109,9 @@ def test_the_decoding_section_states_the_caches_targets():
     table = benchmark.decoding((1,), (3,), 4, 12, 16, 2, 1, 32, repeats=1, device="cpu")
     targets = [note for note in table.notes if note.startswith("target: ")]
     assert targets == [
-        "target: speedup at batch 1, 64 new tokens >= 3: not measured at these sizes",
-        "target: speedup at batch 1, 256 new tokens >= 6: not measured at these sizes",
+        f"target: speedup at batch 1, {n} new tokens, {kernel} kernel >= {bound}: not measured at these sizes"
+        for kernel in ("teaching", "fused")
+        for n, bound in ((64, 3), (256, 6))
     ]
     defaults = inspect.signature(benchmark.decoding).parameters  # the full run measures both targets at batch 1
     assert 1 in defaults["batch_sizes"].default and {64, 256} <= set(defaults["new_tokens"].default)

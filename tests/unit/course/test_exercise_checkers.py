@@ -40,7 +40,7 @@ from exercise_cases import (
 )
 from torch import nn
 
-from transformer_course.exercises import _core, check, solutions
+from transformer_course.course.exercises import _core, check, solutions
 
 NAMES = check.names()
 WRONG_ANSWERS = wrong_answer_tables()

@@ -1,6 +1,6 @@
 """The exercise machinery: results, registries, source display, and what `compare` does for every checker: a time
 limit, nondeterminism, inputs changed in place, the dtype, the random state. Each registered checker is tested
-with its solution and its wrong answers in tests/test_exercise_checkers.py.
+with its solution and its wrong answers in test_exercise_checkers.py.
 """
 
 import contextlib
@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_course.exercises import (
+from transformer_course.course.exercises import (
     Case,
     Mistake,
     Registry,
@@ -31,7 +31,7 @@ def double(x):
 
 
 def test_every_checker_has_a_solution_of_its_name():
-    # That each solution passes its checker is tested per checker in tests/test_exercise_checkers.py.
+    # That each solution passes its checker is tested per checker in test_exercise_checkers.py.
     assert check.names() and check.names() == solutions.names()
 
 

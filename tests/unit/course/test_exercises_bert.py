@@ -3,14 +3,14 @@
 The wrong answers below are written the way a reader might write them, independently of the variants the
 checkers use to recognise the mistakes; at least ten per exercise.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
 import torch
 import torch.nn.functional as F
 
-from transformer_course.exercises import solutions
+from transformer_course.course.exercises import solutions
 from transformer_course.grammar import MASK, Language
 
 

@@ -3,7 +3,7 @@
 The wrong answers below are written the way a reader might write them, independently of the variants the
 checkers use to recognise the mistakes; at least ten per exercise.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -13,8 +13,8 @@ from itertools import pairwise
 
 import transformer_course as tc
 from transformer_course.bpe import merge, pretokenize
-from transformer_course.exercises import bpe as exercises
-from transformer_course.exercises import check, solutions
+from transformer_course.course.exercises import bpe as exercises
+from transformer_course.course.exercises import check, solutions
 
 
 def train_byte_values(text, n_merges):
@@ -483,5 +483,5 @@ WRONG_LENGTHS = [
 ]
 
 
-# Read by tests/exercise_cases.py; tests/test_exercise_checkers.py requires at least ten per checker.
+# Read by tests/exercise_cases.py; test_exercise_checkers.py requires at least ten per checker.
 WRONG_ANSWERS = {"pair_changes": WRONG_CHANGES, "merges_to_one_token": WRONG_TO_ONE, "complete_length": WRONG_LENGTHS}

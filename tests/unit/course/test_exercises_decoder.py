@@ -3,7 +3,7 @@
 Besides the known mistakes, the checker runs chapter 10's leakage test: a layer that sees the future is called out
 even when its mistake is not a known one.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import transformer_course as tc
-from transformer_course.exercises import solutions
+from transformer_course.course.exercises import solutions
 
 
 def test_solution_equals_the_package_layer():

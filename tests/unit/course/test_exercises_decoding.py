@@ -3,7 +3,7 @@
 The wrong answers below are written the way a reader might write them, independently of the
 variants the checkers use to recognise the mistakes.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import transformer_course as tc
-from transformer_course.exercises import check, solutions
-from transformer_course.exercises.decoding import decoder_logits, post1_pairs_model
+from transformer_course.course.exercises import check, solutions
+from transformer_course.course.exercises.decoding import decoder_logits, post1_pairs_model
 
 
 def test_the_package_passes_too():

@@ -3,7 +3,7 @@
 The wrong answers below are written the way a reader might write them (several after the source posts' own
 code), independently of the variants the checkers use to recognise the mistakes.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import transformer_course as tc
-from transformer_course.exercises import check, solutions
+from transformer_course.course.exercises import check, solutions
 
 
 @pytest.mark.parametrize("k", [1, 2, 7, 30])

@@ -2,7 +2,7 @@
 
 The wrong answers are written the way a reader might write them, independently of the checker's variants.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import transformer_course as tc
-from transformer_course.exercises import solutions
+from transformer_course.course.exercises import solutions
 
 
 def test_solution_equals_the_package_layer():

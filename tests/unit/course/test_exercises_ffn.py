@@ -3,7 +3,7 @@
 The wrong answers below are written the way a reader might write them, independently of the
 variants the checkers use to recognise the mistakes.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import transformer_course as tc
-from transformer_course.exercises import solutions
+from transformer_course.course.exercises import solutions
 
 
 def test_solutions_agree_with_the_package_and_with_conv1d():

@@ -3,7 +3,7 @@
 The wrong answers below are written the way a reader might write them, independently of the variants the
 checkers use to recognise the mistakes; at least ten per exercise.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 import transformer_course as tc
-from transformer_course.exercises import check, solutions
-from transformer_course.exercises.gpt import TableLM
+from transformer_course.course.exercises import check, solutions
+from transformer_course.course.exercises.gpt import TableLM
 from transformer_course.grammar import Language
 
 
@@ -225,7 +225,7 @@ def greedy_as_a_list(model, prompts, eos_id, max_new_tokens):
 
 
 # {checker name: [(wrong answer, expected mistake key or None, words of the diagnosis)]}: every exercise
-# has at least ten (tests/test_exercise_checkers.py counts them).
+# has at least ten (test_exercise_checkers.py counts them).
 WRONG_ANSWERS: dict[str, list] = {}
 
 

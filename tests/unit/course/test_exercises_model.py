@@ -1,6 +1,6 @@
 """Chapter 11's wrong answers (`WRONG_ANSWERS`) and the tests specific to its checker.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import transformer_course as tc
-from transformer_course.exercises import solutions
+from transformer_course.course.exercises import solutions
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

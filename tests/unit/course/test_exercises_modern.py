@@ -3,7 +3,7 @@
 The wrong answers below are written the way a reader might write them, independently of the variants the
 checkers use to recognise the mistakes; at least ten per exercise.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import transformer_course as tc
 from transformer_course import modern
-from transformer_course.exercises import check
+from transformer_course.course.exercises import check
 
 
 def test_the_refused_functions_are_given_back_after_each_check():

@@ -3,7 +3,7 @@
 The wrong answers below are written the way a reader might write them, independently of the variants the
 checkers use to recognise the mistakes; at least ten per exercise.
 
-tests/test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
+test_exercise_checkers.py runs every row of the table against its checker (the mistake's key and the
 words of its message), with the reference solution and the checks common to every checker.
 """
 
@@ -12,7 +12,7 @@ import math
 import torch
 
 import transformer_course as tc
-from transformer_course.exercises import check, solutions
+from transformer_course.course.exercises import check, solutions
 
 
 def test_the_package_passes_too():

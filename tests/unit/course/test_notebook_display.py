@@ -7,8 +7,8 @@ import pytest
 from IPython.core.formatters import format_display_data
 
 import transformer_course as tc
+from transformer_course.course.exercises import solutions
 from transformer_course.course.notebook import show_source, stack
-from transformer_course.exercises import solutions
 
 
 def pictures(n: int) -> list:

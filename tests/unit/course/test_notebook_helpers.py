@@ -14,10 +14,10 @@ from nbclient import NotebookClient
 import transformer_course as tc
 from transformer_course.course.notebook import CHAPTERS, glue, show_source
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "transformer_course"
 # The course's tools, beside the library: the library never imports them.
-COURSE_TOOLS = {"notebook", "exercises", "benchmark", "cli"}
+COURSE_TOOLS = {"course", "cli", "notebook", "exercises", "benchmark"}  # the last three: deprecated aliases
 LIBRARY = sorted(p.stem for p in PACKAGE.glob("*.py") if not p.stem.startswith("_") and p.stem not in COURSE_TOOLS)
 # Imports of a later chapter's module that the code has today: chapter 12's decoders and training call the KV
 # cache and the fused kernel of chapter 13 (efficient.py), which chapter 12 does not show. None may be added.

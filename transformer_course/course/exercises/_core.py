@@ -25,13 +25,14 @@ generator, CUDA's and MPS's when in use, Python's `random`, NumPy's global state
 The time limit. The reader's function runs in a worker thread while the notebook's thread waits. When the limit
 passes, an exception is raised inside the worker (`PyThreadState_SetAsyncExc`, CPython's way to interrupt another
 thread), which stops any Python loop at its next bytecode; the notebook's thread reports "stopped after ...".
-It uses no signals, so it does not depend on the operating system or on being called from the main thread, and
-it leaves the process's signal handlers alone (Windows has no SIGALRM, Python runs signal handlers in the main
-thread only, and pytest-timeout uses SIGALRM itself). It works in a script, under pytest (tests/test_exercises.py)
-and in a Jupyter kernel, which stays alive (tried by hand on ipykernel 7). Its limit: a single long call into C
-code (one huge matmul, `time.sleep`) cannot be interrupted before it returns; the check still returns on time and
-says that the function is still running in the background, and the exception stops it as soon as it is back in
-Python code. The reader's prints appear twice per case (two runs).
+It uses no signals, so it does not depend on the operating system or on being called from the main thread, and it
+leaves the process's signal handlers alone (Windows has no SIGALRM, Python runs signal handlers in the main thread
+only, and pytest-timeout uses SIGALRM itself). It works in a script, under pytest
+(tests/unit/course/test_exercises.py) and in a Jupyter kernel, which stays alive (tried by hand on ipykernel 7).
+Its limit: a single long call into C code (one huge matmul, `time.sleep`) cannot be interrupted before it returns;
+the check still returns on time and says that the function is still running in the background, and the exception
+stops it as soon as it is back in Python code. The reader's prints appear twice per case (two
+runs).
 """
 
 from __future__ import annotations

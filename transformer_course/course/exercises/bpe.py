@@ -312,7 +312,7 @@ _TO_ONE_MISTAKES = (
 
 def _to_one_cases() -> list[Case]:
     # The first 8 merges of training on 'low ' * 5 + 'lower ' * 2 + 'newest ' * 6 + 'widest ' * 3, byte values as
-    # ids: es, est, lo, low, ' n', ' low', ew, ' new' (tests/test_exercises_bpe.py trains them again).
+    # ids: es, est, lo, low, ' n', ' low', ew, ' new' (tests/unit/course/test_exercises_bpe.py trains them again).
     tiny = ((101, 115), (256, 116), (108, 111), (258, 119), (32, 110), (32, 259), (101, 119), (260, 262))
     return [
         Case("' low' with 8 merges learned from low/lower/newest/widest", (" low", tiny)),

@@ -1,0 +1,304 @@
+"""Chapter 4, transformer_course/multihead.py: MultiHeadAttention, split_heads and merge_heads."""
+
+import copy
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+import transformer_course as tc
+
+# ---------------------------------------------------------------------------------------------------------
+# The module's own claims
+
+
+def test_multihead_attention_drops_weights_in_training_only():
+    mha = tc.MultiHeadAttention(16, 2, dropout=0.5)
+    x = torch.randn(2, 6, 16)
+    mha.train()(x, x, x)
+    assert (mha.attn_weights == 0).float().mean() > 0.3  # dropout applied to the weights
+    mha.eval()(x, x, x)
+    assert (mha.attn_weights > 0).all()  # no dropout in evaluation
+
+
+def test_split_then_merge_heads_is_identity_and_keeps_feature_blocks():
+    x = torch.arange(2 * 3 * 8, dtype=torch.float32).view(2, 3, 8)
+    heads = tc.split_heads(x, 4)
+    assert heads.shape == (2, 4, 3, 2)
+    torch.testing.assert_close(heads[:, 1], x[..., 2:4])
+    torch.testing.assert_close(tc.merge_heads(heads), x)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Properties that must hold for every input: checked with hypothesis on random shapes, masks and tokens
+
+
+ATOL = 1e-5
+
+
+@given(seed=st.integers(0, 10_000), length=st.integers(2, 8), fast=st.booleans())
+def test_self_attention_is_permutation_equivariant(seed, length, fast):
+    """Without positions, permuting the input rows permutes the output rows the same way."""
+    torch.manual_seed(seed)
+    mha = tc.use_fused_attention(tc.MultiHeadAttention(16, 4).eval(), fast)
+    x = torch.randn(2, length, 16)
+    perm = torch.randperm(length)
+    with torch.no_grad():
+        out = mha(x, x, x)
+        out_perm = mha(x[:, perm], x[:, perm], x[:, perm])
+    torch.testing.assert_close(out_perm, out[:, perm], atol=ATOL, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Equal to PyTorch's reference modules, weights copied with `from_torch` (float32, atol 1e-5)
+
+
+B, T, S, D, H, FF = 3, 5, 7, 16, 4, 32
+
+
+def key_padding(lengths, total):
+    """PyTorch's key_padding_mask (True = ignore) for rows of the given lengths."""
+    return torch.arange(total)[None, :] >= torch.tensor(lengths)[:, None]
+
+
+def torch_causal(size):
+    """PyTorch's bool attn_mask convention: True = NOT allowed to attend."""
+    return torch.ones(size, size, dtype=torch.bool).triu(1)
+
+
+def _run_torch_mha(m, query, key, value, attn_mask, kpm, batch_first):
+    if not batch_first:
+        query, key, value = (x.transpose(0, 1) for x in (query, key, value))
+    out, weights = m(query, key, value, attn_mask=attn_mask, key_padding_mask=kpm, average_attn_weights=False)
+    return (out if batch_first else out.transpose(0, 1)), weights
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("masking", ["none", "causal", "key_padding", "both"])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_equals_torch_self_attention(batch_first, masking, need_weights):
+    m = nn.MultiheadAttention(D, H, batch_first=batch_first).eval()
+    ours = tc.MultiHeadAttention.from_torch(m).eval()
+    x = torch.randn(B, T, D)
+    attn_mask = torch_causal(T) if masking in ("causal", "both") else None
+    kpm = key_padding([5, 3, 4], T) if masking in ("key_padding", "both") else None
+    expected, expected_weights = _run_torch_mha(m, x, x, x, attn_mask, kpm, batch_first)
+    mask = tc.combine_masks(None if attn_mask is None else ~attn_mask, None if kpm is None else ~kpm[:, None, None, :])
+    got = tc.use_fused_attention(ours, not need_weights)(x, x, x, mask)
+    torch.testing.assert_close(got, expected, atol=ATOL, rtol=0)
+    if need_weights:
+        torch.testing.assert_close(ours.attn_weights, expected_weights, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_equals_torch_cross_attention(batch_first):
+    m = nn.MultiheadAttention(D, H, batch_first=batch_first).eval()
+    ours = tc.MultiHeadAttention.from_torch(m).eval()
+    query, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    kpm = key_padding([7, 2, 5], S)
+    expected, _ = _run_torch_mha(m, query, memory, memory, None, kpm, batch_first)
+    got = ours(query, memory, memory, tc.combine_masks(~kpm[:, None, None, :]))
+    torch.testing.assert_close(got, expected, atol=ATOL, rtol=0)
+
+
+def test_multihead_without_bias_equals_torch():
+    m = nn.MultiheadAttention(D, H, bias=False, batch_first=True).eval()
+    ours = tc.MultiHeadAttention.from_torch(m)
+    x = torch.randn(B, T, D)
+    torch.testing.assert_close(ours(x, x, x), m(x, x, x)[0], atol=ATOL, rtol=0)
+
+
+def test_multihead_gradients_match_torch():
+    m = nn.MultiheadAttention(D, H, batch_first=True)
+    ours = tc.use_fused_attention(tc.MultiHeadAttention.from_torch(m))
+    x = torch.randn(B, T, D)
+    m(x, x, x, need_weights=False)[0].square().sum().backward()
+    ours(x, x, x).square().sum().backward()
+    torch.testing.assert_close(ours.w_q.weight.grad, m.in_proj_weight.grad[:D], atol=1e-4, rtol=0)
+    torch.testing.assert_close(ours.w_o.weight.grad, m.out_proj.weight.grad, atol=1e-4, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# `from_torch` for every constructor option of PyTorch's module, in train and eval mode: one equality test per
+# combination. With dropout, a batch of one row draws the same random numbers as PyTorch in the same order.
+
+
+# (dropout, mode): eval with and without dropout (dropout must then do nothing), training without dropout,
+# and training with dropout under one seed (one batch row, see the module docstring).
+MODES = [(0.0, "eval"), (0.3, "eval"), (0.0, "train"), (0.3, "train")]
+
+
+def batch_size(dropout, mode):
+    return 1 if dropout > 0 and mode == "train" else 3
+
+
+def assert_same_modes(ours: nn.Module, theirs: nn.Module) -> None:
+    assert ours.training == theirs.training
+    assert all(m.training == theirs.training for m in ours.modules())
+
+
+def dropouts(module: nn.Module) -> set[float]:
+    """Every dropout probability in `module`: nn.Dropout layers and the attention weights' dropout."""
+    attention = (tc.MultiHeadAttention, nn.MultiheadAttention)
+    found = {m.p for m in module.modules() if isinstance(m, nn.Dropout)}
+    return found | {m.dropout for m in module.modules() if isinstance(m, attention)}
+
+
+def run_both(ours_call, theirs_call):
+    """Run both calls under the same seed (dropout in training mode then draws the same numbers)."""
+    torch.manual_seed(1234)
+    expected = theirs_call()
+    torch.manual_seed(1234)
+    return ours_call(), expected
+
+
+def to_torch_layout(x, batch_first):
+    return x if batch_first else x.transpose(0, 1)
+
+
+@pytest.mark.parametrize(("dropout", "mode"), MODES)
+@pytest.mark.parametrize("masking", ["none", "causal", "key_padding"])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+def test_multihead_attention(bias, batch_first, masking, dropout, mode):
+    m = nn.MultiheadAttention(D, H, dropout=dropout, bias=bias, batch_first=batch_first).train(mode == "train")
+    ours = tc.MultiHeadAttention.from_torch(m)
+    assert_same_modes(ours, m)
+    assert dropouts(ours) == {dropout}
+    batch = batch_size(dropout, mode)
+    x, memory = torch.randn(batch, T, D), torch.randn(batch, S, D)
+    attn_mask = torch_causal(T) if masking == "causal" else None
+    kpm = key_padding([5, 3, 4][:batch], T) if masking == "key_padding" else None
+    mask = None if attn_mask is None else ~attn_mask
+    if kpm is not None:
+        mask = ~kpm[:, None, None, :]
+    for query, key in ((x, x), (x, memory)):
+        if key is memory and masking != "none":
+            continue
+        args = [to_torch_layout(t, batch_first) for t in (query, key, key)]
+        got, expected = run_both(
+            lambda q=query, k=key: ours(q, k, k, mask),
+            lambda args=args: m(*args, attn_mask=attn_mask, key_padding_mask=kpm, need_weights=False)[0],
+        )
+        torch.testing.assert_close(got, to_torch_layout(expected, batch_first), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(kdim=8), "kdim/vdim"),
+        (dict(vdim=8), "kdim/vdim"),
+        (dict(add_bias_kv=True), "add_bias_kv or add_zero_attn"),
+        (dict(add_zero_attn=True), "add_bias_kv or add_zero_attn"),
+    ],
+)
+def test_multihead_attention_refuses_what_the_course_does_not_support(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        tc.MultiHeadAttention.from_torch(nn.MultiheadAttention(D, H, **kwargs))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# float16 and bfloat16: at every element our error against the exact result (float64, weights and inputs
+# rounded to the low precision first) may exceed PyTorch's own error by at most assert_close's default
+# tolerance for the dtype; where PyTorch overflows, ours must be within that tolerance of the exact result.
+
+
+DTYPES = [torch.float16, torch.bfloat16]
+
+
+# torch.testing.assert_close's default (rtol, atol) for each dtype.
+TOLERANCE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
+
+
+HALF_D, HALF_H, HALF_FF, HALF_B, HALF_T, HALF_S = 32, 4, 64, 2, 5, 6
+
+
+dtypes = st.sampled_from(DTYPES)
+
+
+scales = st.sampled_from([1e-2, 1.0, 10.0, 30.0, 300.0])
+
+
+def assert_layer_as_accurate_as_torch(ours: torch.Tensor, theirs: torch.Tensor, exact: torch.Tensor) -> None:
+    """For a module of several rounded steps, error is measured on the largest element: rounding a sum of
+    terms much larger than the result to the dtype costs every element an error of the terms' size."""
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape == exact.shape
+    rtol, atol = TOLERANCE[ours.dtype]
+    exact = exact.double()
+    our_error, theirs_largest = (ours.double() - exact).abs().max(), their_error(theirs, exact).max()
+    allowed = theirs_largest + atol + rtol * exact.abs().max()
+    assert our_error <= allowed, f"largest error {float(our_error):.3g}, PyTorch's {float(theirs_largest):.3g}"
+
+
+def their_error(theirs: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
+    """PyTorch's error at each element; 0 where PyTorch overflows (there ours must match the exact result)."""
+    error = (theirs.double() - exact).abs()
+    return error.masked_fill(~torch.isfinite(error), 0.0)
+
+
+def randn(*shape, dtype, scale=1.0, offset=0.0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale + offset).to(dtype)
+
+
+def in_float64(module: nn.Module) -> nn.Module:
+    return copy.deepcopy(module).double()
+
+
+@given(dtype=dtypes, scale=scales, seed=st.integers(0, 1000))
+def test_multihead_attention_equals_torch_in_half_precision(dtype, scale, seed):
+    torch.manual_seed(seed)
+    theirs = nn.MultiheadAttention(HALF_D, HALF_H, batch_first=True).to(dtype).train()  # dropout 0: the standard path
+    ours = tc.MultiHeadAttention.from_torch(theirs)
+    x, memory = (
+        randn(HALF_B, HALF_T, HALF_D, dtype=dtype, scale=scale, seed=seed),
+        randn(HALF_B, HALF_S, HALF_D, dtype=dtype, seed=seed + 1),
+    )
+    with torch.no_grad():
+        for query, key in ((x, x), (x, memory)):
+            exact = in_float64(theirs)(query.double(), key.double(), key.double(), need_weights=False)[0]
+            expected = theirs(query, key, key, need_weights=False)[0]
+            assert_layer_as_accurate_as_torch(ours(query, key, key), expected, exact)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad input gets a ValueError or TypeError whose message names the argument and what was expected
+
+
+x3 = torch.randn(2, 4, 16)
+
+
+BAD_INPUT = [
+    # (id, callable, exception, pattern the message must contain)
+    ("d_model not divisible", lambda: tc.MultiHeadAttention(30, 8), ValueError,
+     r"d_model=30 is not divisible by n_heads=8"),
+    ("n_heads zero", lambda: tc.MultiHeadAttention(16, 0), ValueError, r"n_heads=0 must be a positive integer"),
+    ("d_model float", lambda: tc.MultiHeadAttention(16.0, 2), TypeError, r"d_model must be an int"),
+    ("negative dropout", lambda: tc.MultiHeadAttention(16, 2, dropout=-0.1), ValueError,
+     r"dropout=-0.1 must be in \[0, 1\)"),
+    ("mask uint8 like post 1", lambda: tc.MultiHeadAttention(16, 2)(x3, x3, x3, torch.ones(4, 4).byte()),
+     TypeError, r"mask must have dtype torch.bool.*torch.uint8"),
+    ("ambiguous 3-D mask", lambda: tc.MultiHeadAttention(16, 2)(x3, x3, x3, torch.ones(2, 4, 4, dtype=torch.bool)),
+     ValueError, r"mask has shape \(2, 4, 4\); expected \(T_q, T_k\) or"),
+    ("mask batch mismatch", lambda: tc.MultiHeadAttention(16, 2)(x3, x3, x3, torch.ones(5, 1, 4, 4, dtype=torch.bool)),
+     ValueError, r"mask has shape \(5, 1, 4, 4\), expected \(2 or 1, 2 or 1, T_q, T_k\)"),
+    ("query width", lambda: tc.MultiHeadAttention(16, 2)(torch.randn(2, 4, 8), x3, x3), ValueError,
+     r"query has 8 features, expected d_model=16"),
+    ("from_torch of the wrong module", lambda: tc.MultiHeadAttention.from_torch(nn.Linear(4, 4)), TypeError,
+     r"m must be a torch.nn.MultiheadAttention, got Linear"),
+    ("split_heads that does not divide", lambda: tc.split_heads(torch.randn(2, 3, 10), 3), ValueError,
+     r"x has 10 features, which n_heads=3 does not divide"),
+    ("split_heads of a 2-D tensor", lambda: tc.split_heads(torch.randn(3, 16), 2), ValueError,
+     r"x must have 3 dimensions, got shape \(3, 16\)"),
+    ("split_heads of zero heads", lambda: tc.split_heads(x3, 0), ValueError, r"n_heads=0 must be a positive integer"),
+    ("attention input of another dtype", lambda: tc.MultiHeadAttention(16, 2)(x3.double(), x3.double(), x3.double()),
+     TypeError, r"query has dtype torch.float64 but the weights torch.float32"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "exc", "pattern"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_raises_a_clear_error(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
