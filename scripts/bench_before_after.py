@@ -37,7 +37,7 @@ QUICK = {
 }
 # What the summary compares, per section: the columns naming a row, then the figures.
 SUMMARY = {
-    "decoding": (("batch", "new_tokens"), ("cached_s", "uncached_s", "speedup")),
+    "decoding": (("kernel", "batch", "new_tokens"), ("cached_s", "uncached_s", "speedup")),
     "gpt_vs_nanogpt": (("model",), ("step_ms", "ratio")),
     "transformer_vs_torch": (("source", "model"), ("forward_ms", "ratio")),
 }
@@ -93,11 +93,14 @@ def extract_revision(commit: str, folder: Path) -> None:
 
 def measure(folder: Path, args) -> dict:
     """Copy the working tree's benchmark files into `folder`'s package and run the sections there, in a new process."""
-    target = folder / PACKAGE / COPY_AS
-    target.mkdir()
+    # Two levels below the package, as in the working tree (transformer_course/course/benchmark), so that the
+    # copied files' relative imports (`from ...model import`) reach the package.
+    target = folder / PACKAGE / "_copied" / COPY_AS
+    target.mkdir(parents=True)
+    (target.parent / "__init__.py").write_text("")
     (target / "__init__.py").write_text('"""The working tree\'s benchmark sections, copied by bench_before_after."""\n')
     for name in BENCH_FILES:
-        shutil.copy(ROOT / PACKAGE / "benchmark" / name, target / name)
+        shutil.copy(ROOT / PACKAGE / "course" / "benchmark" / name, target / name)
     out = folder / "rows.json"
     env = dict(os.environ, PYTHONPATH=str(folder), OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     command = [sys.executable, __file__, "--side", str(folder), "--json", str(out), "--threads", str(args.threads),
@@ -120,7 +123,7 @@ def run_side(folder: Path, args, out: Path) -> int:
         raise SystemExit(f"imported {package.__file__}, not the package in {folder}: is it installed elsewhere?")
     rows = {}
     for name in args.only:
-        module = importlib.import_module(f"{PACKAGE}.{COPY_AS}.{SECTIONS[name]}")
+        module = importlib.import_module(f"{PACKAGE}._copied.{COPY_AS}.{SECTIONS[name]}")
         kwargs = dict(QUICK[name]) if args.quick else {}
         if name == "decoding":
             kwargs["batch_sizes"] = tuple(args.batches)

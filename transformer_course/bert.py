@@ -13,6 +13,7 @@ Devlin et al. 2019, §3.1). `mask_tokens` picks 15 % of the positions; of those,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -124,7 +125,7 @@ class BERTConfig:
             if isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < self.vocab_size:
                 raise ValueError(f"pad_id={pad_id!r} must be a token id in [0, {self.vocab_size - 1}]")
 
-    @property
+    @functools.cached_property
     def block(self) -> BlockConfig:
         """Every layer's sizes and options: GELU as in BERT, post-LN unless norm_first."""
         return BlockConfig(self.d_model, self.n_heads, self.d_ff, self.dropout, self.norm_first, activation="gelu")

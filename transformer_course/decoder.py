@@ -8,17 +8,38 @@ queries from the decoder and its keys and values from the encoder's output (`mem
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import cast
 
 import torch
 from torch import nn
 
-from ._validate import checked
+from ._validate import check_positive_int, checked, inside_the_door
 from .encoder import BlockConfig, check_layer_args, check_stack_args
 from .ffn import Activation, PositionwiseFeedForward
 from .interop import check_torch_module, check_torch_stack, copy_layer, copy_stack, torch_activation, torch_sizes
-from .multihead import MultiHeadAttention
+from .multihead import MultiHeadAttention, check_features, check_head_mask
 from .norm import LayerNorm
 from .residual import SublayerConnection
+
+
+def check_stream(
+    module: DecoderLayer | Decoder,
+    x: torch.Tensor,
+    memory: torch.Tensor,
+    tgt_mask: torch.Tensor | None = None,
+    memory_mask: torch.Tensor | None = None,
+) -> None:
+    """A decoder layer's or stack's input: x (B, T, d_model), memory (B, S, d_model), tgt_mask broadcastable to
+    (B, H, T, T) and memory_mask to (B, H, T, S)."""
+    layer = module if isinstance(module, DecoderLayer) else cast(DecoderLayer, module.layers[0])
+    attn = layer.self_attn
+    check_features(x, "x", attn)
+    check_features(memory, "memory", attn)
+    if memory.shape[0] != x.shape[0]:
+        raise ValueError(f"x has batch size {x.shape[0]} but memory has {memory.shape[0]}")
+    for name, mask, k_len in (("tgt_mask", tgt_mask, x.shape[1]), ("memory_mask", memory_mask, memory.shape[1])):
+        if mask is not None:
+            check_head_mask(mask, x.shape[0], attn.n_heads, x.shape[1], k_len, name)
 
 
 class DecoderLayer(nn.Module):
@@ -47,6 +68,7 @@ class DecoderLayer(nn.Module):
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, eps, bias) for _ in range(3))
         self.norm_first = norm_first
 
+    @checked(check_stream)
     def forward(
         self,
         x: torch.Tensor,
@@ -60,8 +82,9 @@ class DecoderLayer(nn.Module):
 
     @classmethod
     def from_config(cls, config: BlockConfig) -> DecoderLayer:
-        """A DecoderLayer built from one BlockConfig, as nanoGPT's Block(config)."""
-        return cls(**asdict(config))
+        """A DecoderLayer built from one BlockConfig, as nanoGPT's Block(config); the config was checked when made."""
+        with inside_the_door():
+            return cls(**asdict(config))
 
     @property
     def attn_weights(self) -> torch.Tensor | None:
@@ -108,6 +131,7 @@ class Decoder(nn.Module):
         # Pre-LN leaves the residual stream un-normalised after the last layer.
         self.norm = LayerNorm(d_model, eps, bias) if norm_first else nn.Identity()
 
+    @checked(check_stream)
     def forward(
         self,
         x: torch.Tensor,
@@ -121,9 +145,11 @@ class Decoder(nn.Module):
 
     @classmethod
     def from_config(cls, config: BlockConfig, n_layers: int) -> Decoder:
-        """`n_layers` DecoderLayers built from one BlockConfig."""
+        """`n_layers` DecoderLayers built from one BlockConfig (checked when made; n_layers is checked here)."""
+        check_positive_int(n_layers, "n_layers")
         block = asdict(config)
-        return cls(block.pop("d_model"), block.pop("n_heads"), block.pop("d_ff"), n_layers, **block)
+        with inside_the_door():
+            return cls(block.pop("d_model"), block.pop("n_heads"), block.pop("d_ff"), n_layers, **block)
 
     @property
     def attn_weights(self) -> list:

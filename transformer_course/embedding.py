@@ -63,9 +63,10 @@ def _check_table(encoding: PositionalEncoding, d_model: int, max_len: int = 5000
 class TokenEmbedding(nn.Module):
     """Token ids (B, T) -> vectors (B, T, d_model), multiplied by √d_model as in the paper §3.4.
 
-    The paper gives neither a reason for the factor nor an initialisation; with the package's
-    Xavier-initialised (possibly tied) matrix, the factor brings the token vectors to the order of size of
-    the positional encodings only while the vocabulary is close to d_model (chapters 8 and 11 measure it).
+    The paper gives neither a reason for the factor nor an initialisation. A TokenEmbedding alone keeps
+    nn.Embedding's N(0, 1); with tc.Transformer's Xavier initialisation (of a matrix that may be tied), the factor
+    brings the token vectors to the order of size of the positional encodings only while the vocabulary is close
+    to d_model (chapters 8 and 11 measure it).
     """
 
     @checked(_check_vocab)

@@ -9,15 +9,15 @@ shape (B, T, d_model), so layers stack.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
 
-from ._validate import at_the_door, check_bool, check_positive_int, checked
+from ._validate import at_the_door, check_bool, check_positive_int, checked, inside_the_door
 from .ffn import Activation, PositionwiseFeedForward, check_activation
 from .interop import check_torch_module, check_torch_stack, copy_layer, copy_stack, torch_activation, torch_sizes
-from .multihead import MultiHeadAttention, check_head_sizes
+from .multihead import MultiHeadAttention, check_features, check_head_mask, check_head_sizes
 from .norm import LayerNorm, check_eps
 from .residual import SublayerConnection
 
@@ -59,6 +59,15 @@ def check_stack_args(
     check_positive_int(n_layers, "n_layers")
 
 
+def check_stream(module: EncoderLayer | Encoder, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+    """The input of an encoder layer or stack: x (B, T, d_model) and a mask that broadcasts to (B, H, T, T)."""
+    layer = module if isinstance(module, EncoderLayer) else cast(EncoderLayer, module.layers[0])
+    attn = layer.self_attn
+    check_features(x, "x", attn)
+    if mask is not None:
+        check_head_mask(mask, x.shape[0], attn.n_heads, x.shape[1], x.shape[1])
+
+
 class EncoderLayer(nn.Module):
     """Self-attention then a feed-forward network, each in a residual connection.
 
@@ -84,14 +93,16 @@ class EncoderLayer(nn.Module):
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, eps, bias) for _ in range(2))
         self.norm_first = norm_first
 
+    @checked(check_stream)
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask))
         return self.sublayers[1](x, self.ffn)
 
     @classmethod
     def from_config(cls, config: BlockConfig) -> EncoderLayer:
-        """An EncoderLayer built from one BlockConfig, as nanoGPT's Block(config)."""
-        return cls(**asdict(config))
+        """An EncoderLayer built from one BlockConfig, as nanoGPT's Block(config); the config was checked when made."""
+        with inside_the_door():
+            return cls(**asdict(config))
 
     @property
     def attn_weights(self) -> torch.Tensor | None:
@@ -135,6 +146,7 @@ class Encoder(nn.Module):
         # Pre-LN leaves the residual stream un-normalised after the last layer.
         self.norm = LayerNorm(d_model, eps, bias) if norm_first else nn.Identity()
 
+    @checked(check_stream)
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         for layer in self.layers:
             x = layer(x, mask)
@@ -142,9 +154,11 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_config(cls, config: BlockConfig, n_layers: int) -> Encoder:
-        """`n_layers` EncoderLayers built from one BlockConfig."""
+        """`n_layers` EncoderLayers built from one BlockConfig (checked when made; n_layers is checked here)."""
+        check_positive_int(n_layers, "n_layers")
         block = asdict(config)
-        return cls(block.pop("d_model"), block.pop("n_heads"), block.pop("d_ff"), n_layers, **block)
+        with inside_the_door():
+            return cls(block.pop("d_model"), block.pop("n_heads"), block.pop("d_ff"), n_layers, **block)
 
     @property
     def attn_weights(self) -> list:

@@ -14,6 +14,7 @@ The output projection reuses the token embedding matrix E (weight tying, 权重�
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -53,7 +54,7 @@ class GPTConfig:
             for name in ("vocab_size", "n_layers", "max_len"):
                 check_positive_int(getattr(self, name), name)
 
-    @property
+    @functools.cached_property
     def block(self) -> BlockConfig:
         """Every block's sizes and options: pre-LN and GELU, as in GPT-2."""
         return BlockConfig(self.d_model, self.n_heads, self.d_ff, self.dropout, norm_first=True, activation="gelu")
@@ -300,7 +301,8 @@ def generate(
 
     temperature=0 is greedy decoding; top_k / top_p restrict sampling to the most likely tokens.
     With a seeded `generator` the samples are reproducible; the KV cache (use_cache=True) changes the
-    work, never the tokens. Every argument is checked before any work is done. Runs in eval mode.
+    work, and the logits only by rounding (so the tokens, except where two logits tie to the last digits).
+    Every argument is checked before any work is done. Runs in eval mode.
     """
     with evaluating(model):  # each submodule gets its own mode back afterwards
         scorer = LMScorer(model, use_cache)  # the first call reads the whole prompt, later ones the new token

@@ -11,6 +11,7 @@ projection are one matrix (paper §3.4), which needs one vocabulary for both lan
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -66,7 +67,7 @@ class TransformerConfig:
         if self.positional not in POSITIONAL:
             raise ValueError(f"positional={self.positional!r} is not one of {sorted(POSITIONAL)}")
 
-    @property
+    @functools.cached_property
     def block(self) -> BlockConfig:
         """The sizes and options of every encoder and decoder layer."""
         return BlockConfig(self.d_model, self.n_heads, self.d_ff, self.dropout, self.norm_first, self.activation)

@@ -61,6 +61,18 @@ def check_head_sizes(
     check_bool(bias, "bias")
 
 
+def check_features(x: torch.Tensor, name: str, m: MultiHeadAttention) -> None:
+    """x (B, T, d_model) of the dtype and on the device of the attention module `m`'s weights."""
+    weight = m.w_q.weight
+    check_tensor(x, name, ndim=3, floating=True)
+    if x.shape[-1] != m.d_model:
+        raise ValueError(f"{name} has {x.shape[-1]} features, expected d_model={m.d_model}")
+    if x.dtype != weight.dtype:
+        raise TypeError(f"{name} has dtype {x.dtype} but the weights {weight.dtype}: convert one with .to()")
+    if x.device != weight.device:
+        raise ValueError(f"{name} is on {x.device} but the weights on {weight.device}: move one with .to()")
+
+
 def _check_inputs(
     m: MultiHeadAttention,
     query: torch.Tensor,
@@ -69,15 +81,8 @@ def _check_inputs(
     mask: torch.Tensor | None = None,
 ) -> None:
     """Shapes (B, T, d_model) that agree, and a mask that broadcasts to (B, H, T_q, T_k)."""
-    weight = m.w_q.weight
     for name, x in (("query", query), ("key", key), ("value", value)):
-        check_tensor(x, name, ndim=3, floating=True)
-        if x.shape[-1] != m.d_model:
-            raise ValueError(f"{name} has {x.shape[-1]} features, expected d_model={m.d_model}")
-        if x.dtype != weight.dtype:
-            raise TypeError(f"{name} has dtype {x.dtype} but the weights {weight.dtype}: convert one with .to()")
-        if x.device != weight.device:
-            raise ValueError(f"{name} is on {x.device} but the weights on {weight.device}: move one with .to()")
+        check_features(x, name, m)
     if key.shape[:2] != value.shape[:2]:
         raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must share (B, T_k)")
     if query.shape[0] != key.shape[0]:
@@ -86,18 +91,18 @@ def _check_inputs(
         check_head_mask(mask, query.shape[0], m.n_heads, query.shape[1], key.shape[1])
 
 
-def check_head_mask(mask: torch.Tensor, batch: int, n_heads: int, q_len: int, k_len: int) -> None:
+def check_head_mask(mask: torch.Tensor, batch: int, n_heads: int, q_len: int, k_len: int, name: str = "mask") -> None:
     """A bool mask of shape (T_q, T_k) or (B or 1, H or 1, T_q, T_k), with T_q, T_k also allowed to be 1."""
     lead = tuple(mask.shape[:-2]) if isinstance(mask, torch.Tensor) else ()
     # A 3-D (B, T_q, T_k) mask would broadcast B against the head axis: refuse it rather than guess.
     if len(lead) > 2 or (len(lead) == 1 and lead[0] != 1):
         raise ValueError(
-            f"mask has shape {tuple(mask.shape)}; expected (T_q, T_k) or (B or 1, H or 1, T_q, T_k): "
+            f"{name} has shape {tuple(mask.shape)}; expected (T_q, T_k) or (B or 1, H or 1, T_q, T_k): "
             "add the head axis with mask[:, None]"
         )
     if len(lead) == 2 and (lead[0] not in (1, batch) or lead[1] not in (1, n_heads)):
-        raise ValueError(f"mask has shape {tuple(mask.shape)}, expected ({batch} or 1, {n_heads} or 1, T_q, T_k)")
-    check_mask(mask, "mask", (batch, n_heads, q_len, k_len))
+        raise ValueError(f"{name} has shape {tuple(mask.shape)}, expected ({batch} or 1, {n_heads} or 1, T_q, T_k)")
+    check_mask(mask, name, (batch, n_heads, q_len, k_len))
 
 
 class MultiHeadAttention(nn.Module):

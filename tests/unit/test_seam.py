@@ -372,3 +372,36 @@ def test_a_bare_stack_decodes_through_an_attached_cache():
     torch.testing.assert_close(torch.cat([first, rest], dim=1), full, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="query has 8 features"):  # outside the block, checked again
         encoder.layers[0].self_attn(torch.zeros(1, 2, 8), torch.zeros(1, 2, 16), torch.zeros(1, 2, 16))
+
+
+def test_stacks_and_layers_are_doors_whose_errors_name_their_own_arguments():
+    encoder, decoder = tc.Encoder(8, 2, 16, 2), tc.Decoder(8, 2, 16, 2)
+    x, memory = torch.randn(2, 4, 8), torch.randn(2, 5, 8)
+    with pytest.raises(ValueError, match="x has 7 features, expected d_model=8"):
+        encoder(torch.randn(2, 4, 7))
+    with pytest.raises(ValueError, match="memory has 7 features, expected d_model=8"):
+        decoder(x, torch.randn(2, 5, 7))
+    with pytest.raises(ValueError, match="x has batch size 2 but memory has 3"):
+        decoder.layers[0](x, torch.randn(3, 5, 8))
+    with pytest.raises(ValueError, match=r"tgt_mask has shape \(5, 5\)"):
+        decoder(x, memory, tc.causal_mask(5))
+    with pytest.raises(ValueError, match=r"memory_mask has shape \(4, 4\)"):
+        decoder(x, memory, tc.causal_mask(4), torch.ones(4, 4, dtype=torch.bool))
+
+
+def test_from_config_does_not_check_the_config_again(monkeypatch):
+    block = tc.BlockConfig(d_model=16, n_heads=2, d_ff=32)
+    counted = []
+    original = tc.multihead.check_head_sizes
+
+    def counting(*args):
+        counted.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(tc.encoder, "check_head_sizes", counting)
+    monkeypatch.setattr(tc.multihead, "check_head_sizes", counting)
+    tc.EncoderLayer.from_config(block)
+    tc.Encoder.from_config(block, 3)
+    assert counted == []
+    with pytest.raises(ValueError, match="n_layers=0 must be a positive integer"):
+        tc.Encoder.from_config(block, 0)
