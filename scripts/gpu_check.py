@@ -102,7 +102,7 @@ def main() -> int:
     model = tc.Transformer(len(corpus.src_vocab), len(corpus.tgt_vocab), 32, 4, 2, 64, dropout=0.0).to(CUDA)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     loss_fn = tc.training.cross_entropy_loss(model.pad_id)
-    history = tc.fit(model, itertools.repeat(corpus.batch()), 60, optimizer, loss_fn, progress=False)
+    history = tc.fit(model, itertools.repeat(corpus.batch().to(CUDA)), 60, optimizer, loss_fn, progress=False)
     first, last = history.losses[0], history.losses[-1]
     check("training on CUDA lowers the loss", last < first / 2, f"{first:.2f} -> {last:.2f}")
 
