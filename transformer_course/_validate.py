@@ -12,48 +12,56 @@ import torch
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Whether a checked call is running on this thread: its checks covered what the calls inside it receive.
+# Which checked calls are running on this thread: "build" (a constructor) and "call" (any other function). A
+# constructor's checks cover everything it calls; a function's cover the functions it calls, but not a constructor
+# called inside it (in a hook, say), whose arguments did not come through them.
 _door = threading.local()
 
 
 def at_the_door() -> bool:
-    """True unless a checked call is running on this thread (whose checks cover what it passes on)."""
-    return not getattr(_door, "inside", False)
+    """True unless a constructor's checked call is running on this thread (a config made there is checked there)."""
+    return not getattr(_door, "build", False)
 
 
 @contextlib.contextmanager
-def inside_the_door() -> Iterator[None]:
-    """Inside the block, checked calls skip their checks, as inside a checked call: its caller checked them."""
-    was_inside = getattr(_door, "inside", False)
-    _door.inside = True
+def inside_the_door(kind: str = "call") -> Iterator[None]:
+    """Inside the block, checked calls of this kind skip their checks, as inside a checked call: the caller
+    checked what they receive."""
+    was_inside = getattr(_door, kind, False)
+    setattr(_door, kind, True)
     try:
         yield
     finally:
-        _door.inside = was_inside
+        setattr(_door, kind, was_inside)
 
 
 def checked(check: Callable[..., object]) -> Callable[[F], F]:
     """Run `check(*args, **kwargs)` before the function, at the door only.
 
-    The outermost checked call checks its arguments; the calls it makes inside (a model's layers, their
-    attention) skip theirs, since the door's checks already cover what they receive. So every error is raised
-    once, by the public function the user called, and a model's hot path runs no checks at all. While
-    torch.compile traces, nothing is checked: the compiled graph is for speed.
+    The outermost checked call checks its arguments; the calls of the same kind it makes inside (a model's
+    layers, their attention; the modules a constructor builds) skip theirs, since the door's checks already cover
+    what they receive. So every error is raised once, by the public function the user called, and a model's hot
+    path runs no checks at all. While torch.compile traces, nothing is checked: the compiled graph is for speed.
     """
 
     def decorate(function: F) -> F:
+        kind = "build" if function.__name__ == "__init__" else "call"
+
         @functools.wraps(function)
-        def at_the_door(*args: Any, **kwargs: Any) -> Any:
-            if getattr(_door, "inside", False) or torch.compiler.is_compiling():
+        def door(*args: Any, **kwargs: Any) -> Any:
+            # Inside a constructor everything was derived from its checked arguments; inside a forward, the
+            # functions it calls were, but a module built there (in a hook, say) was not.
+            inside = getattr(_door, "build", False) or (kind == "call" and getattr(_door, "call", False))
+            if inside or torch.compiler.is_compiling():
                 return function(*args, **kwargs)
             check(*args, **kwargs)
-            _door.inside = True
+            setattr(_door, kind, True)
             try:
                 return function(*args, **kwargs)
             finally:
-                _door.inside = False
+                setattr(_door, kind, False)
 
-        return at_the_door  # type: ignore[return-value]
+        return door  # type: ignore[return-value]
 
     return decorate
 
@@ -113,6 +121,8 @@ def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
     host wait for the device at every call; the check is queued on the device instead
     (`torch._assert_async`) and a bad id stops the next synchronising call with this message.
     """
+    check_tensor(ids, name, floating=False)
+    check_positive_int(vocab_size, "vocab_size")
     if ids.numel() == 0:
         return
     if ids.device.type != "cpu":

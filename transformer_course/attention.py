@@ -17,9 +17,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._validate import check_probability, check_tensor, checked
+from ._validate import check_positive_int, check_probability, check_tensor, checked
 
 
+def _check_d_k(d_k: int) -> None:
+    check_positive_int(d_k, "d_k")
+
+
+@checked(_check_d_k)
 def attention_scale(d_k: int) -> float:
     """1/√d_k, the factor on every attention score: the one place the course writes it."""
     return 1.0 / math.sqrt(d_k)

@@ -207,6 +207,8 @@ class BERTClassifier(nn.Module):
 
     def __init__(self, bert: BERT, n_classes: int, dropout: float = 0.1):
         super().__init__()
+        if not isinstance(bert, BERT):
+            raise TypeError(f"bert must be a transformer_course.BERT, got {type(bert).__name__}")
         d_model = bert.d_model
         self.bert = bert
         self.pooler = nn.Linear(d_model, d_model)

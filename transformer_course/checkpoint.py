@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +74,12 @@ def save_checkpoint(
     """Write the model's kind, config and weights, its vocabularies and `extra` (plain data only), atomically.
 
     A Transformer needs its src_vocab and tgt_vocab (a checkpoint that loads must translate); a GPT or BERT
-    takes an optional `vocab` instead.
+    takes an optional `vocab` instead. A `torch.compile`d model is saved as the model it wraps.
     """
+    path = _path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: give a file name, such as {path / 'model.pt'}")
+    model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper holds the model as _orig_mod
     kind = _kind_of(model)
     config: Any = model.config  # a registered model's config dataclass: TransformerConfig, GPTConfig, BERTConfig
     if kind == "Transformer":
@@ -88,7 +92,6 @@ def save_checkpoint(
         _check_lm_vocab(vocab, config.vocab_size)
     extra = {} if extra is None else extra
     check_plain(extra, "extra")
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "format": FORMAT,
@@ -121,9 +124,10 @@ def load_checkpoint(
     A missing file raises FileNotFoundError; an empty, truncated, foreign or damaged one a ValueError that
     says which.
     """
+    _check_device(device)
     if kind is not None and (not isinstance(kind, type) or kind.__name__ not in MODELS):
         raise TypeError(f"kind must be one of the model classes {sorted(MODELS)}, got {kind!r}")
-    path = Path(path)
+    path = _path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
     if path.stat().st_size == 0:
@@ -147,11 +151,17 @@ def load_checkpoint(
         if saved not in MODELS:
             raise ValueError(f"unknown model kind {saved!r}, expected one of {sorted(MODELS)}")
         model_class, config_class = MODELS[saved]
+        if payload["format"] == FORMAT:  # format 1 predates some fields: those get their defaults
+            _check_config_fields(payload["config"], config_class)
         # Building a model draws its initial weights from the global random stream; they are overwritten at
         # once, so draw them from a fork: loading in the middle of a seeded experiment changes nothing after it.
         with torch.random.fork_rng(devices=[]):
             model: Any = model_class.from_config(config_class(**payload["config"]))  # type: ignore[attr-defined]
         model.load_state_dict(payload["state_dict"])
+        not_float = [(name, t.dtype) for name, t in payload["state_dict"].items() if not t.is_floating_point()]
+        if not_float:  # an integer tensor loads into float weights as whole numbers: mostly zeros, silently
+            name, dtype = not_float[0]
+            raise ValueError(f"{len(not_float)} tensors are not floating point, e.g. {name} is {dtype}")
         broken = [name for name, tensor in payload["state_dict"].items() if not torch.isfinite(tensor).all()]
         if broken:
             raise ValueError(f"{len(broken)} tensors hold NaN or infinite values, e.g. {broken[0]}")
@@ -171,6 +181,40 @@ def load_checkpoint(
         model.to(device)
     model.eval()
     return Checkpoint(model, src_vocab, tgt_vocab, extra, vocab)
+
+
+def _path(path: object) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    return Path(path)
+
+
+def _check_device(device: object) -> None:
+    """None or a device this machine has, refused before the file is read rather than deep inside `.to()`."""
+    if device is None:
+        return
+    try:
+        parsed = torch.device(device)  # type: ignore[call-overload]
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a device PyTorch knows") from e
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={str(parsed)!r} but this machine has no CUDA GPU (torch.cuda.is_available() is False): "
+            "load on device='cpu' or leave device out"
+        )
+
+
+def _check_config_fields(config: object, config_class: type) -> None:
+    """The saved config names exactly the config class's fields: a missing one would silently take its default."""
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    expected = {f.name for f in fields(config_class)}
+    missing, unknown = sorted(expected - set(config)), sorted(set(config) - expected)
+    problems = ([f"lacks {', '.join(missing)}"] if missing else []) + (
+        [f"has unknown fields {', '.join(map(str, unknown))}"] if unknown else []
+    )
+    if problems:
+        raise ValueError(f"config {' and '.join(problems)}: not the fields of a {config_class.__name__}")
 
 
 def _kind_of(model: nn.Module) -> str:

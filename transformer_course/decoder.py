@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ._validate import check_positive_int, checked, inside_the_door
-from .encoder import BlockConfig, check_layer_args, check_stack_args
+from .encoder import BlockConfig, check_block_config, check_layer_args, check_stack_args
 from .ffn import Activation, PositionwiseFeedForward
 from .interop import check_torch_module, check_torch_stack, copy_layer, copy_stack, torch_activation, torch_sizes
 from .multihead import MultiHeadAttention, check_features, check_head_mask
@@ -83,7 +83,8 @@ class DecoderLayer(nn.Module):
     @classmethod
     def from_config(cls, config: BlockConfig) -> DecoderLayer:
         """A DecoderLayer built from one BlockConfig, as nanoGPT's Block(config); the config was checked when made."""
-        with inside_the_door():
+        check_block_config(config)
+        with inside_the_door("build"):
             return cls(**asdict(config))
 
     @property
@@ -146,9 +147,10 @@ class Decoder(nn.Module):
     @classmethod
     def from_config(cls, config: BlockConfig, n_layers: int) -> Decoder:
         """`n_layers` DecoderLayers built from one BlockConfig (checked when made; n_layers is checked here)."""
+        check_block_config(config)
         check_positive_int(n_layers, "n_layers")
         block = asdict(config)
-        with inside_the_door():
+        with inside_the_door("build"):
             return cls(block.pop("d_model"), block.pop("n_heads"), block.pop("d_ff"), n_layers, **block)
 
     @property

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import warnings
 from collections.abc import Iterable, Iterator
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -30,9 +31,10 @@ from torch import nn
 
 from ._validate import check_bool, check_positive_int, checked, inside_the_door
 from .attention import attention_scale, check_attention_inputs, scaled_dot_product_attention
+from .decoder import DecoderLayer
 from .masks import causal_mask, combine_masks, padding_mask
 from .model import Transformer, check_decode_inputs
-from .multihead import MultiHeadAttention, split_heads
+from .multihead import MultiHeadAttention, check_features, split_heads
 
 
 @checked(check_attention_inputs)
@@ -67,6 +69,8 @@ def _fused_without_weights(
 def use_fused_attention(model: nn.Module, on: bool = True) -> nn.Module:
     """Switch every MultiHeadAttention in `model` to the fused kernel (on=True), which is faster and keeps no
     weights, or back to the teaching path (on=False), which keeps its weights on `.attn_weights`."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     check_bool(on, "on")
     for module in model.modules():
         if isinstance(module, MultiHeadAttention):
@@ -99,6 +103,7 @@ class LayerCache:
         self._keys: torch.Tensor | None = None  # (B, H, capacity, d_k)
         self._values: torch.Tensor | None = None
         self.memory: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.memory_of: torch.Tensor | None = None  # the encoder output `memory` was projected from
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add the new positions' keys and values (B, H, t, d_k); return all of them so far (B, H, length, d_k)."""
@@ -132,23 +137,29 @@ class LayerCache:
         return 0 if self._keys is None else self._keys.shape[2]
 
     def project(
-        self, attn: MultiHeadAttention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+        self,
+        attn: MultiHeadAttention,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        cross: bool = False,
     ) -> tuple[torch.Tensor, ...]:
         """`attn.project` while this cache is attached: Q of the new positions, K and V of every position so far.
 
-        Self-attention (query, key and value one tensor (B, t, D), the new positions): their keys and values
-        join the cache. Cross-attention (key and value the encoder output, which does not change while
-        decoding): its keys and values are projected at the first step only. Returns (B, H, T, d_k) each.
+        Self-attention (query, key and value (B, t, D) of the new positions): their keys and values join the
+        cache. Cross-attention (`cross`: key and value the encoder output, which does not change while decoding):
+        its keys and values are projected at the first step only. Returns (B, H, T, d_k) each.
         """
         heads = attn.n_heads
         q = split_heads(attn.w_q(query), heads)  # (B, t, D) -> (B, H, t, d_k)
-        if query is key and key is value:
+        if not cross:
             # Three products, not project_qkv: stacking W_Q, W_K, W_V copies all three matrices at every call,
             # which for one new token can take longer than the products themselves (chapter 13 measures it).
             k, v = split_heads(attn.w_k(key), heads), split_heads(attn.w_v(value), heads)  # (B, H, t, d_k)
             return (q, *self.append(k, v))  # (B, H, length, d_k) keys and values
         if self.memory is None:
             self.memory = (split_heads(attn.w_k(key), heads), split_heads(attn.w_v(value), heads))  # (B, H, S, d_k)
+            self.memory_of = key
         return (q, *self.memory)
 
     def select(self, rows: torch.Tensor) -> None:
@@ -157,6 +168,7 @@ class LayerCache:
             self._keys, self._values = self._keys.index_select(0, rows), self._values.index_select(0, rows)
         if self.memory is not None:
             self.memory = (self.memory[0].index_select(0, rows), self.memory[1].index_select(0, rows))
+            self.memory_of = None  # the rows of another tensor now: no longer comparable by identity
 
 
 class KVCache:
@@ -173,8 +185,15 @@ class KVCache:
     def length(self) -> int:
         return self.layers[0].length
 
+    @property
+    def batch(self) -> int | None:
+        """The number of rows cached (None before the first step)."""
+        keys = self.layers[0].keys
+        return None if keys is None else keys.shape[0]
+
     def select(self, rows: torch.Tensor) -> None:
         """Keep the batch rows `rows` in every layer (beam search follows the hypotheses it keeps)."""
+        check_rows(rows, self.batch)
         for layer in self.layers:
             layer.select(rows)
 
@@ -186,17 +205,22 @@ class KVCache:
         on the new positions only, and nothing outside the attention module changes. Afterwards the modules
         get their own `project` back. The calls inside the block are not checked: check the inputs before it.
         """
-        layers = list(layers)
-        if len(layers) != len(self.layers):
-            raise ValueError(f"cache has {len(self.layers)} layers, the model has {len(layers)}")
+        layers = _check_layers(layers, len(self.layers))
         if any(a is not b for a, b in zip(layers, self._attached_to)) or not self._attached_to:
+            if self.length:
+                raise ValueError("cache was filled by another model's layers: make one with that model's new_cache()")
             self._attached_to = layers
             self._swaps = [
-                (module, functools.partial(layer_cache.project, module))
+                (
+                    module,
+                    functools.partial(layer_cache.project, module, cross=module is getattr(layer, "cross_attn", None)),
+                )
                 for layer, layer_cache in zip(layers, self.layers)
                 for module in layer.modules()
                 if isinstance(module, MultiHeadAttention)
             ]
+        if any("project" in vars(module) for module, _ in self._swaps):
+            raise ValueError("a cache is already attached to these layers: leave its `with` block first")
         for module, project in self._swaps:
             module.project = project  # type: ignore[method-assign]
         try:
@@ -209,12 +233,48 @@ class KVCache:
                 del module.project  # the instance attribute goes; the class's method shows through again
 
 
+def check_rows(rows: object, batch: int | None) -> None:
+    """Row indices for `select`: a 1-D integer tensor with values in [0, batch) (repeats allowed)."""
+    if not isinstance(rows, torch.Tensor) or rows.dtype not in (torch.long, torch.int) or rows.dim() != 1:
+        shape = tuple(rows.shape) if isinstance(rows, torch.Tensor) else type(rows).__name__
+        raise TypeError(f"rows must be a 1-D integer tensor of row indices, got {shape}")
+    if batch is not None and rows.numel() and not (int(rows.min()) >= 0 and int(rows.max()) < batch):
+        raise ValueError(
+            f"rows must lie in [0, {batch - 1}] (the rows cached), got [{int(rows.min())}, {int(rows.max())}]"
+        )
+
+
+def _check_layers(layers: object, n_layers: int) -> list[nn.Module]:
+    """The layers a cache attaches to: an iterable (model.layers, model.decoder.layers) of n_layers modules."""
+    if isinstance(layers, nn.Module) and not isinstance(layers, (nn.ModuleList, nn.Sequential)):
+        raise TypeError(
+            f"layers must be the model's layers (model.layers or model.decoder.layers), got a {type(layers).__name__}"
+        )
+    try:
+        found = list(layers)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"layers must be an iterable of layers, got {type(layers).__name__}") from None
+    if len(found) != n_layers:
+        raise ValueError(f"cache has {n_layers} layers, the model has {len(found)}")
+    return found
+
+
 def _check_decode_cached(
     model: Transformer, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: KVCache
 ) -> None:
-    check_decode_inputs(tgt_in, memory, src)
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
+    check_decode_inputs(tgt_in, memory, src, model.config)
+    check_features(memory, "memory", cast(DecoderLayer, model.decoder.layers[0]).cross_attn)
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+    if cache.batch is not None and cache.batch != tgt_in.shape[0]:
+        raise ValueError(f"cache holds {cache.batch} rows but tgt_in has {tgt_in.shape[0]}: use one cache per batch")
+    memory_of = cache.layers[0].memory_of
+    if memory_of is not None and memory_of is not memory:
+        raise ValueError(
+            "memory is not the encoder output this cache was filled with: use a new KVCache per source batch"
+        )
     if len(cache.layers) != len(model.decoder.layers):
         raise ValueError(f"cache has {len(cache.layers)} layers, the decoder has {len(model.decoder.layers)}")
     if cache.length >= tgt_in.shape[1]:
@@ -248,6 +308,8 @@ class CachedScorer:
     """
 
     def __init__(self, model: Transformer, src: torch.Tensor):
+        if not isinstance(model, Transformer):
+            raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
         self.model, self.src = model, src
         self.memory = model.encode(src)  # (B, S, D): the source is encoded once
         self.cache = KVCache(len(model.decoder.layers))
@@ -258,5 +320,6 @@ class CachedScorer:
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep the prefixes `rows` (beam search keeps its best hypotheses)."""
+        check_rows(rows, self.src.shape[0])
         self.src, self.memory = self.src[rows], self.memory[rows]
         self.cache.select(rows)

@@ -48,6 +48,11 @@ class BlockConfig:
             check_eps(self.eps)
 
 
+def check_block_config(config: object) -> None:
+    if not isinstance(config, BlockConfig):
+        raise TypeError(f"config must be a BlockConfig (a model's config.block), got {type(config).__name__}")
+
+
 def check_layer_args(layer: EncoderLayer | DecoderLayer, *args: Any, **kwargs: Any) -> None:
     BlockConfig(*args, **kwargs)
 
@@ -101,7 +106,8 @@ class EncoderLayer(nn.Module):
     @classmethod
     def from_config(cls, config: BlockConfig) -> EncoderLayer:
         """An EncoderLayer built from one BlockConfig, as nanoGPT's Block(config); the config was checked when made."""
-        with inside_the_door():
+        check_block_config(config)
+        with inside_the_door("build"):
             return cls(**asdict(config))
 
     @property
@@ -155,9 +161,10 @@ class Encoder(nn.Module):
     @classmethod
     def from_config(cls, config: BlockConfig, n_layers: int) -> Encoder:
         """`n_layers` EncoderLayers built from one BlockConfig (checked when made; n_layers is checked here)."""
+        check_block_config(config)
         check_positive_int(n_layers, "n_layers")
         block = asdict(config)
-        with inside_the_door():
+        with inside_the_door("build"):
             return cls(block.pop("d_model"), block.pop("n_heads"), block.pop("d_ff"), n_layers, **block)
 
     @property

@@ -72,6 +72,8 @@ def check_lm_inputs(model: LanguageModel, ids: torch.Tensor, cache: KVCache | No
         raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
     if cache is not None and len(cache.layers) != n_blocks:
         raise ValueError(f"cache has {len(cache.layers)} layers, the model has {n_blocks} blocks")
+    if cache is not None and cache.batch is not None and cache.batch != ids.shape[0]:
+        raise ValueError(f"cache holds {cache.batch} rows but ids has {ids.shape[0]}: use one cache per batch")
     length = ids.shape[1] + (0 if cache is None else cache.length)
     if length > max_len:
         raise ValueError(f"{length} positions exceed max_len={max_len}: shorten ids or build a larger model")
@@ -253,6 +255,11 @@ def _check_generate_args(
             raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     if not 0 <= temperature < math.inf:
         raise ValueError(f"temperature={temperature!r} must be a finite number >= 0 (0 = greedy)")
+    if temperature > 0 and float(torch.tensor(temperature, dtype=torch.float32)) == 0:
+        raise ValueError(
+            f"temperature={temperature!r} is 0 in float32, in which the logits are divided: use temperature=0 for "
+            "greedy decoding"
+        )
     if top_k is not None:
         check_positive_int(top_k, "top_k")
     if top_p is not None and not 0 < top_p <= 1:
@@ -265,15 +272,32 @@ def _check_generate_args(
     check_bool(use_cache, "use_cache")
 
 
+def _check_scorer(scorer: LMScorer, model: LanguageModel, use_cache: bool = True) -> None:
+    if not isinstance(model, LanguageModel):
+        raise TypeError(f"model must be a GPT or another language model with new_cache(), got {type(model).__name__}")
+    check_bool(use_cache, "use_cache")
+
+
+def _check_prefix(scorer: LMScorer, ids: torch.Tensor) -> None:
+    check_tensor(ids, "ids", ndim=2, floating=False)
+    if scorer.cache is not None and ids.shape[1] <= scorer.cache.length:
+        raise ValueError(
+            f"ids has {ids.shape[1]} positions and the cache already holds {scorer.cache.length}: "
+            "call with the sequence grown by at least one token"
+        )
+
+
 class LMScorer:
     """Next-token logits for growing sequences, the language model's twin of the translator's scorers
     (chapter 12's `PrefixScorer`, chapter 13's `CachedScorer`): with the KV cache, each call runs the model on
     the tokens added since the last call only; without it, on the whole sequence."""
 
+    @checked(_check_scorer)
     def __init__(self, model: LanguageModel, use_cache: bool = True):
         self.model = model
         self.cache = model.new_cache() if use_cache else None
 
+    @checked(_check_prefix)
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         """ids (B, t) -> (B, V): the logits of the token after each row."""
         new = ids if self.cache is None else ids[:, self.cache.length :]  # (B, t - cached)

@@ -148,6 +148,15 @@ class Transformer(nn.Module):
         warnings.warn("Transformer.generator is deprecated: use Transformer.lm_head", DeprecationWarning, stacklevel=2)
         return self.lm_head
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # `model.generator = nn.Linear(...)` in old code would register a second, unused output layer.
+        if name == "generator":
+            warnings.warn(
+                "Transformer.generator is deprecated: use Transformer.lm_head", DeprecationWarning, stacklevel=2
+            )
+            name = "lm_head"
+        super().__setattr__(name, value)
+
     @checked(_check_encode)
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src (B, S) token ids -> memory (B, S, d_model)."""
@@ -170,9 +179,11 @@ class Transformer(nn.Module):
 
 def _rename_generator(state_dict: dict[str, torch.Tensor], prefix: str, *args: object) -> None:
     """Load a state_dict saved before the output layer was renamed: `generator.weight` is `lm_head.weight`."""
-    old = prefix + "generator.weight"
+    old, new = prefix + "generator.weight", prefix + "lm_head.weight"
+    if old in state_dict and new in state_dict:
+        raise ValueError(f"state_dict holds both {old} and {new}: keep one (generator is the old name of lm_head)")
     if old in state_dict:
-        state_dict[prefix + "lm_head.weight"] = state_dict.pop(old)
+        state_dict[new] = state_dict.pop(old)
 
 
 def check_tokens(tokens: torch.Tensor, name: str, vocab_size: int | None = None) -> None:

@@ -316,3 +316,91 @@ def test_a_bert_round_trip_gives_identical_hidden_states(tmp_path):
     assert torch.equal(loaded.model(ids), model(ids))
     with pytest.raises(ValueError, match=r"bert.pt holds a BERT, not a GPT"):
         tc.load_checkpoint(tmp_path / "bert.pt", kind=tc.GPT)
+
+
+# ------------------------------------------------------------------------- findings of the adversarial pass
+
+
+def _resave(path: Path, edit) -> Path:
+    payload = torch.load(path, weights_only=True)
+    edit(payload)
+    torch.save(payload, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c.pop("dropout"), r"config lacks dropout"),
+        (lambda c: c.update(rope=True), r"config has unknown fields rope"),
+    ],
+    ids=["a field missing", "an unknown field"],
+)
+def test_load_refuses_a_config_with_missing_or_unknown_fields(tmp_path, edit, message):
+    # Rebuilding from a config without dropout would silently use the default 0.1: refuse it by name instead.
+    path = _resave(tc.save_checkpoint(tmp_path / "gpt.pt", _gpt()), lambda p: edit(p["config"]))
+    with pytest.raises(ValueError, match=f"gpt.pt is a damaged checkpoint .*{message}"):
+        tc.load_checkpoint(path)
+
+
+def test_a_format_1_checkpoint_without_a_newer_field_gets_its_default(trained, tmp_path):
+    model, corpus = trained
+    config = dataclasses.asdict(model.config)
+    del config["positional"]  # a field added after format 1
+    vocabs = {"src_vocab": list(corpus.src_vocab.itos), "tgt_vocab": list(corpus.tgt_vocab.itos)}
+    payload = {"format": "transformer_course/1", "config": config, "state_dict": model.state_dict(), **vocabs}
+    torch.save(payload, tmp_path / "old.pt")
+    assert tc.load_checkpoint(tmp_path / "old.pt").model.config == model.config
+
+
+@pytest.mark.parametrize("build", [lambda: _gpt(), lambda: tc.BERT(15, d_model=16, n_heads=2, n_layers=1, d_ff=32)])
+def test_no_model_has_an_integer_tensor_in_its_state_dict(trained, build):
+    # What makes refusing non-floating tensors on load safe: every saved tensor of every kind is floating point.
+    for model in (trained[0], build()):
+        assert all(tensor.is_floating_point() for tensor in model.state_dict().values())
+
+
+def test_load_refuses_integer_weights(tmp_path):
+    # Integer weights load into float parameters as whole numbers: an all-zero model, without a word.
+    def to_int(payload):
+        name = next(iter(payload["state_dict"]))
+        payload["state_dict"][name] = payload["state_dict"][name].long()
+
+    path = _resave(tc.save_checkpoint(tmp_path / "gpt.pt", _gpt()), to_int)
+    with pytest.raises(ValueError, match=r"is a damaged checkpoint .*token_embedding.weight is torch.int64"):
+        tc.load_checkpoint(path)
+
+
+def test_a_path_that_is_not_a_path_is_refused_by_name(tmp_path):
+    message = "path must be a str or os.PathLike, got NoneType"
+    with pytest.raises(TypeError, match=message):
+        tc.load_checkpoint(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=message):
+        tc.save_checkpoint(None, _gpt())  # type: ignore[arg-type]
+
+
+def test_saving_to_a_folder_asks_for_a_file_name(tmp_path):
+    with pytest.raises(
+        ValueError, match=f"^{tmp_path} is a folder: give a file name, such as {tmp_path / 'model.pt'}$"
+    ):
+        tc.save_checkpoint(tmp_path, _gpt())
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
+def test_a_compiled_model_saves_the_model_it_wraps(tmp_path):
+    model = _gpt()
+    compiled = torch.compile(model)  # the wrapper only: nothing is compiled until it is called
+    loaded = tc.load_checkpoint(tc.save_checkpoint(tmp_path / "gpt.pt", compiled), kind=tc.GPT)
+    ids = torch.randint(0, 12, (2, 6))
+    assert type(loaded.model) is tc.GPT and torch.equal(loaded.model(ids), model(ids))
+
+
+def test_load_refuses_a_device_it_cannot_use(tmp_path, monkeypatch):
+    path = tc.save_checkpoint(tmp_path / "gpt.pt", _gpt())
+    with pytest.raises(ValueError, match=r"^device='banana' is not a device PyTorch knows$"):
+        tc.load_checkpoint(path, device="banana")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", "cuda:0", torch.device("cuda")):
+        with pytest.raises(ValueError, match=r"^device='cuda(:0)?' but this machine has no CUDA GPU"):
+            tc.load_checkpoint(path, device=device)
+    assert tc.load_checkpoint(path, device="cpu").model.lm_head.weight.device.type == "cpu"

@@ -20,6 +20,7 @@ from torch import nn
 import transformer_course as tc
 from transformer_course import _validate
 from transformer_course.efficient import KVCache, decode_cached
+from transformer_course.gpt import LMScorer
 
 # ----------------------------------------------------------------------------------------- the door
 
@@ -405,3 +406,122 @@ def test_from_config_does_not_check_the_config_again(monkeypatch):
     assert counted == []
     with pytest.raises(ValueError, match="n_layers=0 must be a positive integer"):
         tc.Encoder.from_config(block, 0)
+
+
+# ----------------------------------------------------------------------------------------- the adversarial pass
+# Inputs a hostile but realistic user tried on the new design, which were accepted silently or failed unclearly.
+
+
+def _gpt_pair():
+    torch.manual_seed(0)
+    make = lambda: tc.GPT(12, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=16, dropout=0.0).eval()  # noqa: E731
+    return make(), make(), torch.randint(0, 12, (2, 5))
+
+
+def test_a_cache_filled_by_another_model_is_refused():
+    model, other, ids = _gpt_pair()
+    cache = other.new_cache()
+    other(ids, cache)
+    with pytest.raises(ValueError, match="cache was filled by another model's layers"):
+        model(ids[:, :1], cache)
+
+
+def test_a_cache_of_another_batch_or_source_is_refused():
+    model, _, ids = _gpt_pair()
+    cache = model.new_cache()
+    model(ids, cache)
+    with pytest.raises(ValueError, match="cache holds 2 rows but ids has 3"):
+        model(torch.zeros(3, 1, dtype=torch.long), cache)
+    translator = _translator()
+    src, tgt = torch.randint(1, 13, (2, 5)), torch.randint(1, 13, (2, 4))
+    cache = KVCache(2)
+    decode_cached(translator, tgt[:, :2], translator.encode(src), src, cache)
+    other_src = src.flip(1)
+    with pytest.raises(ValueError, match="memory is not the encoder output this cache was filled with"):
+        decode_cached(translator, tgt[:, :3], translator.encode(other_src), other_src, cache)
+    with pytest.raises(ValueError, match=r"src: ids in \[13, 13\]"):
+        decode_cached(translator, tgt, translator.encode(src), torch.full((2, 5), 13), KVCache(2))
+    with pytest.raises(ValueError, match="memory has 7 features"):
+        decode_cached(translator, tgt, torch.randn(2, 5, 7), src, KVCache(2))
+
+
+def test_cache_misuse_gets_named_errors():
+    model, _, ids = _gpt_pair()
+    cache = model.new_cache()
+    model(ids, cache)
+    with pytest.raises(ValueError, match=r"rows must lie in \[0, 1\]"):
+        cache.select(torch.tensor([5]))
+    with pytest.raises(TypeError, match="rows must be a 1-D integer tensor"):
+        cache.select([0, 1])
+    with pytest.raises(TypeError, match="layers must be the model's layers"):
+        cache.attached(model).__enter__()
+    with pytest.raises(ValueError, match="a cache is already attached"), cache.attached(model.layers):
+        cache.attached(model.layers).__enter__()
+    assert not any("project" in vars(m) for m in model.modules())  # the outer block gave every module back
+
+
+def test_self_attention_inside_attached_is_told_apart_by_its_place_not_by_identity():
+    model, _, _ = _gpt_pair()
+    cache, x = model.new_cache(), torch.randn(1, 2, 16)
+    with torch.no_grad(), cache.attached(model.layers):
+        model.layers[0].self_attn(x, x.clone(), x.clone())
+    assert cache.layers[0].length == 2 and cache.layers[0].memory is None
+
+
+def test_the_lm_scorer_checks_its_arguments():
+    model, _, ids = _gpt_pair()
+    with pytest.raises(TypeError, match="use_cache must be a bool"):
+        LMScorer(model, use_cache="no")
+    with pytest.raises(TypeError, match="model must be a GPT or another language model"):
+        LMScorer(None)
+    scorer = LMScorer(model)
+    scorer(ids)
+    with pytest.raises(ValueError, match="call with the sequence grown by at least one token"):
+        scorer(ids)
+
+
+def test_small_functions_refuse_what_they_cannot_use():
+    with pytest.raises(TypeError, match="d_k must be an int, got bool"):
+        tc.attention_scale(True)
+    with pytest.raises(ValueError, match="d_k=0 must be a positive integer"):
+        tc.attention_scale(0)
+    with pytest.raises(TypeError, match="ids must be an integer tensor"):
+        _validate.check_token_ids(torch.tensor([0.5, 2.9]), "ids", 10)
+    with pytest.raises(TypeError, match=r"config must be a BlockConfig \(a model's config.block\)"):
+        tc.EncoderLayer.from_config(tc.GPTConfig(20))
+    with pytest.raises(TypeError, match=r"bert must be a transformer_course\.BERT"):
+        tc.BERTClassifier(None, 2)
+    model, _, ids = _gpt_pair()
+    with pytest.raises(ValueError, match="is 0 in float32"):
+        tc.generate(model, ids, 2, temperature=1e-320)
+    assert tc.generate(model, ids, 2, temperature=1e-40).shape == (2, 7)  # tiny but not 0: the argmax
+
+
+def test_a_config_or_model_built_inside_a_forward_is_checked():
+    # A forward's door covers the functions it calls, not a model built inside it (in a hook, say).
+    model, _, ids = _gpt_pair()
+    errors = []
+
+    def build(*args):
+        for make in (lambda: tc.GPTConfig(0), lambda: tc.GPT(12, d_model=16, n_heads=5)):
+            try:
+                make()
+            except ValueError as error:
+                errors.append(str(error))
+
+    handle = model.blocks.register_forward_hook(build)
+    model(ids)
+    handle.remove()
+    assert errors == ["vocab_size=0 must be a positive integer", "d_model=16 is not divisible by n_heads=5"]
+
+
+def test_the_old_output_name_cannot_shadow_the_new_one():
+    model = _translator()
+    state = model.state_dict()
+    state["generator.weight"] = torch.zeros_like(state["lm_head.weight"])
+    with pytest.raises(ValueError, match=r"holds both generator\.weight and lm_head\.weight"):
+        model.load_state_dict(state)
+    new_layer = nn.Linear(16, 13, bias=False)
+    with pytest.warns(DeprecationWarning, match="lm_head"):
+        model.generator = new_layer
+    assert model.lm_head is new_layer and "generator.weight" not in model.state_dict()
