@@ -116,7 +116,7 @@ def test_the_table_of_contents_lists_the_chapters_in_order():
 
 
 def test_the_exercises_register_each_chapters_checkers_in_order():
-    from transformer_course import exercises
+    from transformer_course.course import exercises
 
     assert tuple(exercises.CHAPTER_MODULES) == tuple(c.exercises for c in CHAPTERS if c.exercises is not None)
 
