@@ -191,9 +191,9 @@ class KVCache:
         keys = self.layers[0].keys
         return None if keys is None else keys.shape[0]
 
+    @checked(lambda cache, rows: check_rows(rows, cache.batch))
     def select(self, rows: torch.Tensor) -> None:
         """Keep the batch rows `rows` in every layer (beam search follows the hypotheses it keeps)."""
-        check_rows(rows, self.batch)
         for layer in self.layers:
             layer.select(rows)
 
@@ -318,8 +318,9 @@ class CachedScorer:
         """ys (N, t) prefixes -> (N, V) logits of the token after each."""
         return decode_cached(self.model, ys, self.memory, self.src, self.cache)[:, -1]  # (N, t', V) -> (N, V)
 
+    # A door: inside beam search (itself a door) the rows come from topk and are not read back at every step.
+    @checked(lambda scorer, rows: check_rows(rows, scorer.src.shape[0]))
     def select(self, rows: torch.Tensor) -> None:
         """Keep the prefixes `rows` (beam search keeps its best hypotheses)."""
-        check_rows(rows, self.src.shape[0])
         self.src, self.memory = self.src[rows], self.memory[rows]
         self.cache.select(rows)
