@@ -17,7 +17,7 @@ from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .data import POST1_PAIRS, Batch, ParallelCorpus, Vocab, make_batch
 from .decoder import Decoder, DecoderLayer
 from .decoding import beam_search, greedy_decode, sequence_log_prob
-from .efficient import KVCache, fused_attention, keep_attention_weights, use_fused_attention
+from .efficient import KVCache, fused_attention, keep_attention_weights, use_fused_attention, use_fused_norms
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from .encoder import BlockConfig, Encoder, EncoderLayer
 from .ffn import PositionwiseFeedForward
@@ -46,7 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MLP", "collapse_linear",
-    "scaled_dot_product_attention", "attention_scale", "fused_attention", "use_fused_attention",
+    "scaled_dot_product_attention", "attention_scale", "fused_attention", "use_fused_attention", "use_fused_norms",
     "causal_mask", "padding_mask", "combine_masks", "from_hide_mask", "from_keep_mask",
     "MultiHeadAttention", "split_heads", "merge_heads", "keep_attention_weights",
     "PositionwiseFeedForward",

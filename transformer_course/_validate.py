@@ -105,6 +105,13 @@ def check_bool(value: object, name: str) -> bool:
     return value
 
 
+def check_device(x: torch.Tensor, name: str, model: torch.nn.Module) -> None:
+    """A ValueError naming `name` unless the tensor x is on the device of `model`'s parameters."""
+    parameter = next(model.parameters(), None)
+    if parameter is not None and x.device != parameter.device:
+        raise ValueError(f"{name} is on {x.device} but the model is on {parameter.device}: move one with .to()")
+
+
 def check_token_id(value: object, name: str, vocab_size: int) -> int:
     """Return `value` if it is an int id in [0, vocab_size), else raise an error that names the argument."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -23,7 +23,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._modes import evaluating
-from ._validate import at_the_door, check_positive_int, check_probability, check_tensor, check_token_ids, checked
+from ._validate import (
+    at_the_door,
+    check_device,
+    check_positive_int,
+    check_probability,
+    check_tensor,
+    check_token_ids,
+    checked,
+)
 from .checkpoint import register_model
 from .embedding import LearnedPositionalEncoding
 from .encoder import BlockConfig, Encoder
@@ -136,7 +144,8 @@ def _check_config(model: BERT, *args: Any, **kwargs: Any) -> None:
 
 
 def _check_ids(model: BERT, ids: torch.Tensor) -> None:
-    check_token_ids(check_tensor(ids, "ids", ndim=2, floating=False), "ids", model.vocab_size)
+    check_device(check_tensor(ids, "ids", ndim=2, floating=False), "ids", model)
+    check_token_ids(ids, "ids", model.vocab_size)
 
 
 class BERT(nn.Module):

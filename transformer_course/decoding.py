@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ._modes import evaluating
-from ._validate import check_bool, check_positive_int, check_token_id, check_token_ids, checked
+from ._validate import check_bool, check_device, check_positive_int, check_token_id, check_token_ids, checked
 from .efficient import CachedScorer
 from .model import Transformer, check_tokens
 
@@ -141,9 +141,7 @@ def check_source(model: Transformer, src: torch.Tensor, name: str) -> None:
     config = model.config
     if src.shape[0] == 0:
         raise ValueError(f"{name} has no rows: expected shape (B, S) with B >= 1")
-    device = next(model.parameters()).device
-    if src.device != device:
-        raise ValueError(f"{name} is on {src.device} but the model is on {device}: move one with .to()")
+    check_device(src, name, model)
     if src.shape[1] > config.max_len:
         raise ValueError(
             f"{name} has {src.shape[1]} positions, more than the model's positional table, "

@@ -29,12 +29,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_bool, check_positive_int, checked, inside_the_door
+from ._validate import check_bool, check_positive_int, check_tensor, checked, inside_the_door
 from .attention import attention_scale, check_attention_inputs, scaled_dot_product_attention
 from .decoder import DecoderLayer
 from .masks import causal_mask, combine_masks, padding_mask
 from .model import Transformer, check_decode_inputs
 from .multihead import MultiHeadAttention, check_features, split_heads
+from .multihead import _check_inputs as check_attention_module_inputs  # the module's own input check
+from .norm import LayerNorm, RMSNorm
+from .norm import _check_input as check_norm_input  # the norms' own input check, for their fused forwards
 
 
 @checked(check_attention_inputs)
@@ -78,6 +81,36 @@ def use_fused_attention(model: nn.Module, on: bool = True) -> nn.Module:
     return model
 
 
+@checked(check_norm_input)
+def fused_layer_norm(norm: LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """`norm(x)` by PyTorch's one-kernel `F.layer_norm`: the same numbers as chapter 6's nine operations."""
+    return F.layer_norm(x, (norm.d_model,), norm.weight, norm.bias, norm.eps)
+
+
+@checked(check_norm_input)
+def fused_rms_norm(norm: RMSNorm, x: torch.Tensor) -> torch.Tensor:
+    """`norm(x)` by PyTorch's `F.rms_norm`: the same numbers as chapter 6's RMSNorm."""
+    return F.rms_norm(x, (norm.d_model,), norm.weight, norm.eps)
+
+
+def use_fused_norms(model: nn.Module, on: bool = True) -> nn.Module:
+    """Switch every LayerNorm and RMSNorm in `model` to PyTorch's fused kernel (on=True), or back to chapter 6's
+    written-out forward (on=False). The kernel computes each position's statistics in one pass, where the
+    teaching forward launches an operation per step of the formula (and autograd records each of them)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_bool(on, "on")
+    for module in model.modules():
+        if isinstance(module, (LayerNorm, RMSNorm)):
+            # An instance attribute shadows the class's forward; deleting it shows the class's again.
+            vars(module).pop("forward", None)
+            if on and isinstance(module, LayerNorm):
+                vars(module)["forward"] = functools.partial(fused_layer_norm, module)
+            elif on and isinstance(module, RMSNorm):
+                vars(module)["forward"] = functools.partial(fused_rms_norm, module)
+    return model
+
+
 def keep_attention_weights(model: nn.Module, keep: bool = True) -> nn.Module:
     """Deprecated: `use_fused_attention(model, on=not keep)`, whose name says what it switches."""
     warnings.warn(
@@ -87,6 +120,35 @@ def keep_attention_weights(model: nn.Module, keep: bool = True) -> nn.Module:
     )
     check_bool(keep, "keep")
     return use_fused_attention(model, on=not keep)
+
+
+def _check_append(cache: LayerCache, k: torch.Tensor, v: torch.Tensor) -> None:
+    """k and v (B, H, t, d_k) of one shape, dtype and device, whose (B, H, d_k) match what the cache holds."""
+    for name, x in (("k", k), ("v", v)):
+        check_tensor(x, name, ndim=4, floating=True)
+    if k.shape != v.shape or k.dtype != v.dtype or k.device != v.device:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must share one shape, dtype and device")
+    held = cache.keys
+    if held is not None and (held.shape[:2] + held.shape[3:] != k.shape[:2] + k.shape[3:] or held.dtype != k.dtype):
+        raise ValueError(
+            f"k has shape {tuple(k.shape)} and dtype {k.dtype}, but the cache holds (B, H, length, d_k) = "
+            f"{tuple(held.shape)} of {held.dtype}: append the same rows, heads and head size"
+        )
+
+
+def _check_project(
+    cache: LayerCache,
+    attn: MultiHeadAttention,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cross: bool = False,
+) -> None:
+    """attn a MultiHeadAttention, and inputs it accepts (B, t, d_model)."""
+    if not isinstance(attn, MultiHeadAttention):
+        raise TypeError(f"attn must be a MultiHeadAttention, got {type(attn).__name__}")
+    check_bool(cross, "cross")
+    check_attention_module_inputs(attn, query, key, value)
 
 
 class LayerCache:
@@ -105,6 +167,7 @@ class LayerCache:
         self.memory: tuple[torch.Tensor, torch.Tensor] | None = None
         self.memory_of: torch.Tensor | None = None  # the encoder output `memory` was projected from
 
+    @checked(_check_append)
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add the new positions' keys and values (B, H, t, d_k); return all of them so far (B, H, length, d_k)."""
         end = self.length + k.shape[2]
@@ -136,6 +199,7 @@ class LayerCache:
         """Positions the buffers can hold before they must grow (0 before the first append)."""
         return 0 if self._keys is None else self._keys.shape[2]
 
+    @checked(_check_project)  # while attached, inside the caller's door: checked only when called directly
     def project(
         self,
         attn: MultiHeadAttention,
@@ -222,7 +286,9 @@ class KVCache:
         if any("project" in vars(module) for module, _ in self._swaps):
             raise ValueError("a cache is already attached to these layers: leave its `with` block first")
         for module, project in self._swaps:
-            module.project = project  # type: ignore[method-assign]
+            # Straight into the instance's dict: nn.Module.__setattr__'s checks for parameters and submodules
+            # would cost more than the rest of the swap, and a decoding loop attaches at every step.
+            vars(module)["project"] = project
         try:
             # The layers' own checks would compare the new positions' mask with their keys alone, not with the
             # cached ones: inside, nothing is checked, and the caller (decode_cached, GPT.forward) checks at its door.
@@ -230,7 +296,7 @@ class KVCache:
                 yield self
         finally:
             for module, _ in self._swaps:
-                del module.project  # the instance attribute goes; the class's method shows through again
+                del vars(module)["project"]  # the instance attribute goes; the class's method shows through again
 
 
 def check_rows(rows: object, batch: int | None) -> None:

@@ -25,7 +25,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._modes import evaluating
-from ._validate import at_the_door, check_bool, check_positive_int, check_tensor, check_token_ids, checked
+from ._validate import (
+    at_the_door,
+    check_bool,
+    check_device,
+    check_positive_int,
+    check_tensor,
+    check_token_ids,
+    checked,
+)
 from .checkpoint import register_model
 from .decoding import check_finite_logits
 from .efficient import KVCache
@@ -67,6 +75,7 @@ def check_lm_inputs(model: LanguageModel, ids: torch.Tensor, cache: KVCache | No
     check_tensor(ids, "ids", ndim=2, floating=False)
     if ids.shape[1] == 0:
         raise ValueError("ids is empty: expected shape (B, T) with T >= 1")
+    check_device(ids, "ids", cast(nn.Module, model))  # GPT or ModernDecoder, at its forward's door
     check_token_ids(ids, "ids", vocab_size)
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")

@@ -14,17 +14,26 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 
 from ._modes import evaluating
-from ._validate import at_the_door, check_bool, check_positive_int, check_tensor, check_token_ids, checked
-from .decoder import Decoder
+from ._validate import (
+    at_the_door,
+    check_bool,
+    check_device,
+    check_positive_int,
+    check_tensor,
+    check_token_ids,
+    checked,
+)
+from .decoder import Decoder, DecoderLayer
 from .embedding import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding
 from .encoder import BlockConfig, Encoder
 from .masks import causal_mask, combine_masks, padding_mask
+from .multihead import check_features
 
 POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding}
 
@@ -74,16 +83,20 @@ class TransformerConfig:
 
 
 def _check_encode(model: Transformer, src: torch.Tensor) -> None:
-    check_tokens(src, "src", model.config.src_vocab_size)
+    check_tokens(src, "src", model.config.src_vocab_size, model)
 
 
 def _check_decode(model: Transformer, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> None:
     check_decode_inputs(tgt_in, memory, src, model.config)
+    for name, ids in (("tgt_in", tgt_in), ("src", src)):
+        check_device(ids, name, model)
+    # memory's width, dtype and device, against the cross-attention that reads it
+    check_features(memory, "memory", cast(DecoderLayer, model.decoder.layers[0]).cross_attn)
 
 
 def _check_forward(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor) -> None:
-    check_tokens(src, "src", model.config.src_vocab_size)
-    check_tokens(tgt_in, "tgt_in", model.config.tgt_vocab_size)
+    check_tokens(src, "src", model.config.src_vocab_size, model)
+    check_tokens(tgt_in, "tgt_in", model.config.tgt_vocab_size, model)
     if src.shape[0] != tgt_in.shape[0]:
         raise ValueError(f"src and tgt_in must share the batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
 
@@ -186,11 +199,16 @@ def _rename_generator(state_dict: dict[str, torch.Tensor], prefix: str, *args: o
         state_dict[new] = state_dict.pop(old)
 
 
-def check_tokens(tokens: torch.Tensor, name: str, vocab_size: int | None = None) -> None:
-    """Token ids (B, T) with T >= 1, each in [0, vocab_size) when vocab_size is given."""
+def check_tokens(
+    tokens: torch.Tensor, name: str, vocab_size: int | None = None, model: nn.Module | None = None
+) -> None:
+    """Token ids (B, T) with T >= 1, each in [0, vocab_size) when vocab_size is given, on `model`'s device when
+    a model is given."""
     check_tensor(tokens, name, ndim=2, floating=False)
     if tokens.shape[1] == 0:
         raise ValueError(f"{name} is empty: expected shape (B, T) with T >= 1")
+    if model is not None:
+        check_device(tokens, name, model)
     if vocab_size is not None:
         check_token_ids(tokens, name, vocab_size)
 

@@ -173,6 +173,11 @@ def test_pretraining_and_fine_tuning_learn_on_the_language():
 # ---- bad input and modes: one-line errors that name the argument, a frozen encoder left frozen
 
 
+def test_bert_refuses_ids_on_another_device_by_name():
+    with pytest.raises(ValueError, match=r"ids is on meta but the model is on cpu: move one with .to\(\)"):
+        make_bert()(torch.ones(1, 3, dtype=torch.long, device="meta"))
+
+
 def test_the_classifier_refuses_an_empty_batch_by_name():
     classifier = bert.BERTClassifier(make_bert(), 2)
     with pytest.raises(ValueError, match=r"ids is empty: .*T >= 1"):

@@ -4,6 +4,9 @@ The cache is checked against the uncached model: greedy decoding, beam search an
 must agree, also past the buffer growth, when rows finish early and when beam search reorders rows.
 """
 
+import copy
+import functools
+
 import pytest
 import torch
 
@@ -212,6 +215,59 @@ def test_cached_decode_equals_full_decode():
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+def test_fused_norms_equal_the_teaching_norms_and_their_gradients(kind, dtype):
+    torch.manual_seed(0)
+    teaching = tc.LayerNorm(16, eps=1e-3) if kind == "layer" else tc.RMSNorm(16, eps=1e-3)
+    with torch.no_grad():  # a gain and a bias that are not the identity, inputs far from mean 0 and variance 1
+        for p in teaching.parameters():
+            p.copy_(torch.randn_like(p))
+    teaching = teaching.to(dtype)
+    fused = tc.use_fused_norms(copy.deepcopy(teaching))
+    x = (torch.randn(3, 5, 16) * 40 + 7).to(dtype)
+    outputs = []
+    for norm in (teaching, fused):
+        inputs = x.clone().requires_grad_()
+        out = norm(inputs)
+        out.float().pow(2).sum().backward()
+        outputs.append((out, inputs.grad, norm.weight.grad))
+    tolerance = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    for ours, theirs in zip(outputs[0], outputs[1]):
+        assert ours.dtype == theirs.dtype == dtype
+        torch.testing.assert_close(theirs.float(), ours.float(), **tolerance)
+
+
+def test_use_fused_norms_switches_every_norm_of_a_model_and_back():
+    torch.manual_seed(0)
+    model = tc.Transformer(12, 12, d_model=16, n_heads=2, n_layers=2, d_ff=32, norm_first=True, dropout=0.0).eval()
+    src, tgt = torch.tensor([[3, 4, 5, 0]]), torch.tensor([[1, 4, 5, 6]])
+    expected = model(src, tgt)
+    norms = [m for m in model.modules() if isinstance(m, tc.LayerNorm)]
+    assert len(norms) == 2 * 2 + 3 * 2 + 2  # two sub-layers per encoder layer, three per decoder layer, two finals
+    tc.use_fused_norms(model)
+    assert all(isinstance(vars(m).get("forward"), functools.partial) for m in norms)
+    torch.testing.assert_close(model(src, tgt), expected, atol=1e-5, rtol=0)
+    twin = copy.deepcopy(model)  # a copy's norms compute with the copy's own weights
+    with torch.no_grad():
+        twin.decoder.norm.weight.mul_(2)
+    assert not torch.allclose(twin(src, tgt), expected, atol=1e-3)
+    torch.testing.assert_close(model(src, tgt), expected, atol=1e-5, rtol=0)
+    tc.use_fused_norms(model, on=False)
+    assert not any("forward" in vars(m) for m in norms)
+    torch.testing.assert_close(model(src, tgt), expected, atol=0, rtol=0)
+
+
+def test_a_fused_norm_still_checks_its_input_when_called_alone():
+    norm = tc.use_fused_norms(tc.LayerNorm(8))
+    with pytest.raises(ValueError, match=r"x has 7 features, expected d_model=8"):
+        norm(torch.randn(2, 7))
+    with pytest.raises(TypeError, match=r"on must be a bool"):
+        tc.use_fused_norms(norm, on=1)
+    with pytest.raises(TypeError, match=r"model must be a torch.nn.Module"):
+        tc.use_fused_norms([norm])
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Equal to PyTorch's reference modules, weights copied with `from_torch` (float32, atol 1e-5)
 
@@ -243,7 +299,25 @@ BAD_INPUT = [
      ValueError, r"mask has shape \(3, 1, 4, 4\)"),
     ("fused dropout below zero", lambda: tc.fused_attention(q4, q4, q4, dropout_p=-0.1), ValueError,
      r"dropout_p=-0.1 must be in \[0, 1\)"),
+    ("append keys of another head size", lambda: filled_layer_cache().append(torch.randn(1, 2, 1, 5),
+     torch.randn(1, 2, 1, 5)), ValueError, r"k has shape \(1, 2, 1, 5\).*the cache holds \(B, H, length, d_k\) = "
+     r"\(1, 2, 3, 4\)"),
+    ("append keys and values of two lengths", lambda: LayerCache().append(torch.randn(1, 2, 3, 4),
+     torch.randn(1, 2, 2, 4)), ValueError, r"k \(1, 2, 3, 4\) and v \(1, 2, 2, 4\) must share one shape"),
+    ("append 3-D keys", lambda: LayerCache().append(torch.randn(2, 3, 4), torch.randn(2, 3, 4)), ValueError,
+     r"k must have 4 dimensions, got shape \(2, 3, 4\)"),
+    ("project inputs of another width", lambda: LayerCache().project(tc.MultiHeadAttention(8, 2),
+     *[torch.randn(1, 1, 6)] * 3), ValueError, r"query has 6 features, expected d_model=8"),
+    ("project with a Linear as attn", lambda: LayerCache().project(torch.nn.Linear(2, 2), *[torch.randn(1, 1, 2)] * 3),
+     TypeError, r"attn must be a MultiHeadAttention, got Linear"),
 ]  # fmt: skip
+
+
+def filled_layer_cache() -> LayerCache:
+    """A LayerCache holding 3 positions of (B, H, d_k) = (1, 2, 4)."""
+    cache = LayerCache()
+    cache.append(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
+    return cache
 
 
 @pytest.mark.parametrize(("call", "exc", "pattern"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT])

@@ -109,6 +109,8 @@ def test_forward_refuses_bad_ids():
         model(torch.zeros(1, 3))
     with pytest.raises(ValueError, match="cache has 2 layers"):
         model(torch.zeros(1, 3, dtype=torch.long), tc.KVCache(2))
+    with pytest.raises(ValueError, match=r"ids is on meta but the model is on cpu: move one with .to\(\)"):
+        model(torch.zeros(1, 3, dtype=torch.long, device="meta"))
 
 
 # ------------------------------------------------------------------------------------------- generate

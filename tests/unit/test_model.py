@@ -249,6 +249,17 @@ BAD_INPUT = [
      r"src must be an integer tensor of token ids \(torch.long or torch.int\), got dtype torch.uint8"),
     ("uint8 target ids", lambda: tiny()(torch.tensor([[1, 2]]), torch.tensor([[1]], dtype=torch.uint8)), TypeError,
      r"tgt_in must be an integer tensor of token ids"),
+    # ids on another device than the weights: the meta device stands in for a GPU on any machine
+    ("source on another device", lambda: tiny()(torch.tensor([[1, 2]], device="meta"), torch.tensor([[1]])),
+     ValueError, r"src is on meta but the model is on cpu: move one with .to\(\)"),
+    ("target on another device", lambda: tiny()(torch.tensor([[1, 2]]), torch.tensor([[1]], device="meta")),
+     ValueError, r"tgt_in is on meta but the model is on cpu"),
+    ("encode on another device", lambda: tiny().encode(torch.tensor([[1, 2]], device="meta")), ValueError,
+     r"src is on meta but the model is on cpu"),
+    ("decode's memory of another width", lambda: tiny().decode(torch.tensor([[1]]), torch.randn(1, 2, 6),
+     torch.tensor([[3, 4]])), ValueError, r"memory has 6 features, expected d_model=8"),
+    ("decode's memory in another dtype", lambda: tiny().decode(torch.tensor([[1]]), torch.randn(1, 2, 8).double(),
+     torch.tensor([[3, 4]])), TypeError, r"memory has dtype torch.float64 but the weights torch.float32"),
 ]  # fmt: skip
 
 

@@ -9,7 +9,7 @@ import torch
 import transformer_course as tc
 from transformer_course.course import benchmark
 from transformer_course.course.benchmark._core import use_fused
-from transformer_course.course.benchmark._decoding import _forbid_token, output_layer
+from transformer_course.course.benchmark._decoding import _forbid_token, functional_greedy, output_layer
 
 ON_LINUX = sys.platform.startswith("linux")
 
@@ -96,15 +96,37 @@ def test_decoding_section_generates_identical_tokens_of_the_requested_length():
         batch_sizes=(1, 3), new_tokens=(3, 5), src_len=4, vocab_size=12, d_model=16, n_heads=2, n_layers=1, d_ff=32,
         repeats=1, device="cpu",
     )  # fmt: skip
-    check_table(table, 8)
+    check_table(table, 12)
     sizes = [(1, 3), (1, 5), (3, 3), (3, 5)]
     assert [(r["kernel"], r["batch"], r["new_tokens"]) for r in table.rows] == [
-        (kernel, *size) for kernel in ("teaching", "fused") for size in sizes
+        (kernel, *size) for kernel in ("teaching", "fused", "functional") for size in sizes
     ]
     for row in table.rows:
         assert row["identical"] is True
         assert positive(row["cached_s"], row["uncached_s"])
         assert row["cached_tok_per_s"] == pytest.approx(row["batch"] * row["new_tokens"] / row["cached_s"])
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_the_functional_floor_decodes_as_the_package_does(use_cache):
+    # In float64 the floor's fused kernels and the package's teaching path agree to ~1e-15: the same argmax.
+    torch.manual_seed(0)
+    model = tc.Transformer(30, 30, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0).double().eval()
+    src = torch.randint(3, 30, (3, 6), generator=torch.Generator().manual_seed(1))
+    handle = _forbid_token(model, 2)  # never the end token: the package stops at it, the floor never does
+    try:
+        expected = tc.greedy_decode(model, src, 12, 1, 2)
+        floor = functional_greedy(model, src, 12, 1, use_cache)
+    finally:
+        handle.remove()
+    assert len(set(floor[:, 1:].flatten().tolist())) > 1  # not one token repeated: the steps' states differ
+    assert torch.equal(floor, expected)
+
+
+def test_the_functional_floor_refuses_a_pre_ln_decoder():
+    model = tc.Transformer(10, 10, d_model=8, n_heads=2, n_layers=1, d_ff=16, norm_first=True)
+    with pytest.raises(ValueError, match="post-LN decoders only"):
+        functional_greedy(model, torch.tensor([[3, 4]]), 4, 1, True)
 
 
 def test_forbidding_a_token_makes_decoding_run_to_max_len():

@@ -39,7 +39,7 @@ from ._cli import FUNCTIONS, OPTIONAL_SECTIONS, QUICK, SECTIONS, choose_threads,
 from ._compiling import compiled
 from ._copy_task import COPY_CONFIGS, CopyTask, copy_accuracy, copy_task
 from ._core import MiB, Table, environment, peak_memory, time_variants
-from ._decoding import decoding
+from ._decoding import decoding, functional_greedy
 from ._figures import figure
 from ._language_models import gpt_sampling, gpt_training
 from ._modern import modern
@@ -50,6 +50,7 @@ from ._translation import post1_pairs, translation
 __all__ = [
     "COPY_CONFIGS", "FUNCTIONS", "MiB", "OPTIONAL_SECTIONS", "QUICK", "SECTIONS", "CopyTask", "NanoGPT", "Table",
     "attention", "choose_threads", "compiled", "copy_accuracy", "copy_task", "decoding", "environment", "figure",
+    "functional_greedy",
     "gpt_sampling", "gpt_training", "gpt_vs_nanogpt", "main", "memory", "modern", "multihead", "peak_memory",
     "post1_pairs", "run", "text_lm", "time_variants", "transformer_vs_torch", "translation", "bpe",
 ]  # fmt: skip

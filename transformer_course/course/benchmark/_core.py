@@ -73,11 +73,13 @@ def target_note(what: str, value: float | None, bound: float, at_least: bool = T
 
 
 def use_fused(model: torch.nn.Module) -> torch.nn.Module:
-    """Switch every attention of `model` to PyTorch's fused kernel, by the package's name for it at this revision
-    (`use_fused_attention`, formerly `keep_attention_weights(model, False)`): scripts/bench_before_after.py runs
-    these sections on older revisions too."""
+    """Switch every attention and every norm of `model` to PyTorch's fused kernels, by the package's names for
+    them at this revision (`use_fused_attention`, formerly `keep_attention_weights(model, False)`; `use_fused_norms`
+    where it exists): scripts/bench_before_after.py runs these sections on older revisions too."""
     switch = getattr(efficient, "use_fused_attention", None)
-    return switch(model) if switch is not None else efficient.keep_attention_weights(model, False)
+    model = switch(model) if switch is not None else efficient.keep_attention_weights(model, False)
+    norms = getattr(efficient, "use_fused_norms", None)
+    return norms(model) if norms is not None else model
 
 
 def synchronize(device: torch.device) -> None:

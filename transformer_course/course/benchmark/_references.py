@@ -203,7 +203,8 @@ def _gpt_vs_nanogpt(vocab_size, d_model, n_heads, n_layers, block_size, batch_si
         f"model: {n_layers} layers, {n_heads} heads, d_model {d_model}, d_ff {4 * d_model}, block {block_size}, "
         f"vocabulary {vocab_size}, dropout 0; batches of {batch_size} random sequences; float32 on {device.type}.",
         "nanogpt_style: nn.Linear, nn.LayerNorm, nn.GELU, F.scaled_dot_product_attention(is_causal=True), "
-        "stacked QKV, tied output; tc.GPT_fused: the package's fused-kernel switch on.",
+        "stacked QKV, tied output; tc.GPT_fused: the package's fused-kernel switches on (use_fused_attention, "
+        "use_fused_norms).",
         "step: forward, cross-entropy, backward, clip_grad_norm_(1.0), AdamW (lr 1e-3, betas (0.9, 0.99), "
         "weight decay 0.1 on matrices), zero_grad: nanoGPT's train.py.",
         "tokens_per_s = batch x block / step time; ratio = tokens_per_s / nanogpt_style's (above 1: faster).",
@@ -283,7 +284,7 @@ def transformer_vs_torch(
         f"{int(lengths['padded'].min())} to {int(lengths['padded'].max())}; target (batch {batch}, {tgt_len}, "
         f"{d_model}) with a causal mask.",
         "tc: Encoder.from_torch and Decoder.from_torch of the same nn.Transformer (teaching attention path); "
-        "tc_fused: with the fused-kernel switch on.",
+        "tc_fused: with the fused-kernel switches on (use_fused_attention, use_fused_norms).",
         "ratio = forward_ms / nn.Transformer's on the same inputs (below 1: faster); allclose: rtol 1e-4, atol 1e-5 "
         "on the decoder output.",
         f"median of {repeats} interleaved runs after {warmup} warm-up run(s) each.",
