@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import transformer_course as tc
+from transformer_course import efficient
 from transformer_course.efficient import KVCache, LayerCache, decode_cached
 
 VOCAB, BOS, EOS, PAD = 20, 1, 2, 0
@@ -236,6 +237,24 @@ def test_fused_norms_equal_the_teaching_norms_and_their_gradients(kind, dtype):
     for ours, theirs in zip(outputs[0], outputs[1]):
         assert ours.dtype == theirs.dtype == dtype
         torch.testing.assert_close(theirs.float(), ours.float(), **tolerance)
+
+
+def test_fused_attention_zeroes_rows_with_no_visible_key_where_pytorch_does_not(monkeypatch):
+    # PyTorch before 2.5 returned NaN for such a row: imitate it, and the package's own pass must make it 0.
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def older_sdpa(q, k, v, attn_mask=None, **kwargs):
+        out = sdpa(q, k, v, attn_mask=attn_mask, **kwargs)
+        return out.masked_fill(~attn_mask.any(dim=-1, keepdim=True), float("nan"))
+
+    monkeypatch.setattr(efficient.F, "scaled_dot_product_attention", older_sdpa)
+    q = torch.randn(1, 2, 3, 4)
+    mask = torch.tensor([[True, False, False], [False, False, False], [True, True, True]])
+    monkeypatch.setattr(efficient, "SDPA_ZEROES_MASKED_ROWS", False)
+    out = tc.fused_attention(q, q, q, mask)
+    assert torch.all(out[:, :, 1] == 0) and torch.isfinite(out).all()
+    monkeypatch.setattr(efficient, "SDPA_ZEROES_MASKED_ROWS", True)  # the flag alone decides, on the CPU
+    assert torch.isnan(tc.fused_attention(q, q, q, mask)[:, :, 1]).all()
 
 
 def test_use_fused_norms_switches_every_norm_of_a_model_and_back():
