@@ -9,9 +9,9 @@ diverge without the warm-up: early gradients through the final LayerNorms are la
 precision with `torch.autocast`, and data-parallel training with DistributedDataParallel when the
 program runs under torchrun (see `transformer_course.distributed`).
 
-`fit` trains the translator, model(src, tgt_in), on batches; `train_steps` is the loop GPT (`gpt.train_lm`)
-and BERT (`bert.pretrain_mlm`, `bert.fine_tune`) train with: AdamW, warm-up then cosine decay (`warmup_cosine`)
-and clipping, on the loss of a fresh batch at every step. Both return a `History`.
+`fit` trains the translator, model(src, tgt_in), on batches; `train_steps` trains GPT (`gpt.train_lm`) and
+BERT (`bert.pretrain_mlm`, `bert.fine_tune`): AdamW, warm-up then cosine decay (`warmup_cosine`) and clipping,
+on the loss of a fresh batch at every step. Both run the same loop, `train_loop`, and return its `History`.
 """
 
 from __future__ import annotations
@@ -355,15 +355,66 @@ def fit(
     if world_size > 1 and not isinstance(model, DistributedDataParallel):
         trained = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    batches = _passes(data)
+
+    def gradients() -> float:
+        return batch_gradients(trained, next(batches), loss_fn, accumulate, precision, scaler)
+
+    return train_loop(
+        model,
+        gradients,
+        steps,
+        optimizer,
+        scheduler=scheduler,
+        clip_grad=clip_grad,
+        scaler=scaler,
+        evaluate=None if evaluate is None else _on_rank_0(evaluate, rank, world_size),
+        eval_every=eval_every,
+        target=target,
+        progress=progress and rank == 0,
+    )
+
+
+def _on_rank_0(evaluate: Callable[[], float], rank: int, world_size: int) -> Callable[[], float]:
+    """evaluate() run by rank 0 alone; every process gets its score, so that all of them stop at the same step."""
+
+    def shared() -> float:
+        (score,) = _all_sum([_score(evaluate) if rank == 0 else 0.0], world_size)
+        return score
+
+    return shared
+
+
+def train_loop(
+    model: nn.Module,
+    gradients: Callable[[], float],
+    steps: int,
+    optimizer: torch.optim.Optimizer,
+    *,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    clip_grad: float | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+    evaluate: Callable[[], float] | None = None,
+    eval_every: int = 100,
+    target: float | None = None,
+    progress: bool = False,
+) -> History:
+    """The one training loop: `fit` (the translator) and `train_steps` (GPT and BERT) both run it.
+
+    `gradients()` adds one step's gradients to the parameters' .grad and returns the step's loss: fit's
+    runs `batch_gradients` on the next batch, train_steps' runs `step_loss().backward()`. Around it, each
+    step clears the old gradients, refuses a non-finite loss, clips, and steps the optimizer and the
+    scheduler. The callers have checked the arguments. The model trains in training mode and is left in
+    evaluation mode (model.eval()) when the loop returns or raises.
+    """
     history = History()
     start = time.perf_counter()
-    bar = tqdm(total=steps, disable=not progress or rank != 0, desc="training", leave=False)
-    batches = _passes(data)
+    bar = tqdm(total=steps, disable=not progress, desc="training", leave=False)
     try:
         model.train()
         while history.steps < steps:
             optimizer.zero_grad(set_to_none=True)
-            loss = batch_gradients(trained, next(batches), loss_fn, accumulate, precision, scaler)
+            loss = gradients()
             history.losses.append(loss)
             if not math.isfinite(loss):
                 raise FloatingPointError(
@@ -381,8 +432,7 @@ def fit(
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
             if evaluate is not None and (history.steps % eval_every == 0 or history.steps == steps):
-                # Rank 0 evaluates and shares its score, so that every process stops at the same step.
-                (score,) = _all_sum([_score(evaluate) if rank == 0 else 0.0], world_size)
+                score = _score(evaluate)
                 model.train()  # evaluate() may have switched the model to eval mode
                 history.evals.append((history.steps, score))
                 if target is not None and score >= target:
@@ -500,28 +550,19 @@ def train_steps(
 ) -> History:
     """`steps` AdamW steps on `step_loss()`, the loss of a fresh batch; warm-up then cosine decay, gradients clipped.
 
-    `evaluate()` runs every `eval_every` steps and after the last; the model is left in eval mode.
+    `evaluate()` runs every `eval_every` steps and after the last. This is `fit`'s loop (`train_loop`): a
+    non-finite loss raises a FloatingPointError, and the model is left in eval mode, whether it returns or raises.
     """
     check_positive_int(steps, "steps")
     check_positive_int(eval_every, "eval_every")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, steps, warmup))
-    history = History()
-    start = time.perf_counter()
-    model.train()
-    for step in range(1, steps + 1):
+
+    def gradients() -> float:
         loss = step_loss()
-        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        history.lrs.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        scheduler.step()
-        history.losses.append(loss.item())
-        history.steps = step
-        if evaluate is not None and (step % eval_every == 0 or step == steps):
-            history.evals.append((step, float(evaluate())))
-            model.train()  # evaluate() may have switched to eval mode
-    model.eval()
-    history.seconds = time.perf_counter() - start
-    return history
+        return loss.item()
+
+    return train_loop(
+        model, gradients, steps, optimizer, scheduler=scheduler, clip_grad=1.0, evaluate=evaluate, eval_every=eval_every
+    )

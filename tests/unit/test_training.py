@@ -495,6 +495,67 @@ def test_train_steps_is_adamw_with_warmup_cosine_and_clipping_step_for_step():
     assert not model.training
 
 
+def translator_steps(corpus, scales, entry, evaluate=None):
+    """Train a tiny translator on one batch with `fit` or `train_steps`, each step's loss times next(scales).
+
+    fit is given what train_steps builds for itself (AdamW (0.9, 0.95), warm-up then cosine, clipping at 1),
+    so both run the same steps. Returns the model, its weights after each step, and the History (or the error).
+    """
+    model, batch = tiny_translator(corpus), corpus.batch(range(12))
+    ce = training.cross_entropy_loss(corpus.tgt_vocab.pad_id)
+    weights = []
+
+    def scaled(logits, target):
+        weights.append([p.detach().clone() for p in model.parameters()])  # the weights this step starts from
+        return ce(logits, target) * next(scales)
+
+    scaled.ignore_index = ce.ignore_index
+    try:
+        if entry == "fit":
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.01)
+            schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: training.warmup_cosine(step, 4, 2))
+            result = tc.fit(model, [batch], 4, opt, scaled, schedule, evaluate=evaluate, eval_every=2, progress=False)
+        else:
+            result = training.train_steps(model, lambda: scaled(model(batch.src, batch.tgt_in), batch.tgt_out), 4,
+                                          lr=1e-2, warmup=2, evaluate=evaluate, eval_every=2)  # fmt: skip
+    except Exception as error:  # returned for the test to inspect
+        result = error
+    return model, weights, result
+
+
+def test_fit_and_train_steps_run_the_same_loop_to_the_last_bit(corpus):
+    fit_model, _, by_fit = translator_steps(corpus, itertools.repeat(1.0), "fit", evaluate=lambda: 0.5)
+    steps_model, _, by_steps = translator_steps(corpus, itertools.repeat(1.0), "train_steps", evaluate=lambda: 0.5)
+    assert by_steps.losses == by_fit.losses and by_steps.lrs == by_fit.lrs
+    assert by_steps.evals == by_fit.evals == [(2, 0.5), (4, 0.5)]
+    assert all(torch.equal(p, q) for p, q in zip(fit_model.parameters(), steps_model.parameters()))
+
+
+@pytest.mark.parametrize("entry", ["fit", "train_steps"])
+def test_a_non_finite_loss_stops_either_entry_before_its_step_in_eval_mode(corpus, entry):
+    # train_steps, GPT's and BERT's loop, used to step on a NaN loss and spread NaN through every weight.
+    model, weights, error = translator_steps(corpus, iter([1.0, float("nan"), 1.0, 1.0]), entry)
+    assert isinstance(error, FloatingPointError)
+    assert str(error) == "the loss became nan at step 2: lower the learning rate or add warm-up"
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), weights[1])), "step 2 changed no weight"
+    assert not model.training
+
+
+@pytest.mark.parametrize("entry", ["fit", "train_steps"])
+@pytest.mark.parametrize(("returned", "error"), [(RuntimeError("boom"), RuntimeError), ("0.5", TypeError)])
+def test_either_entry_refuses_a_failing_or_wordy_evaluate_and_leaves_eval_mode(corpus, entry, returned, error):
+    def evaluate():
+        if isinstance(returned, Exception):
+            raise returned
+        return returned  # a string: float("0.5") would have passed it off as a score
+
+    model, _, raised = translator_steps(corpus, itertools.repeat(1.0), entry, evaluate=evaluate)
+    assert isinstance(raised, error)
+    assert str(raised) == ("boom" if error is RuntimeError else "evaluate() must return a number (a score such as "
+                                                                 "accuracy), got str")  # fmt: skip
+    assert not model.training
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The module's own claims
 

@@ -47,8 +47,7 @@ def functional_greedy(
     stops it, so every row runs to max_len; `decoding` forbids it in both): F.linear, F.layer_norm and
     F.scaled_dot_product_attention on tensors, no module calls but the output layer's, no checks, no masks built
     (the prefix through is_causal, the cached step through a buffer of keys and values). It measures how little a
-    step can cost in eager PyTorch, and so about the most a KV cache can save at this size: `decoding`'s
-    "functional" rows. src (B, S) -> tokens (B, max_len).
+    step can cost in eager PyTorch: `decoding`'s "functional" rows. src (B, S) -> tokens (B, max_len).
     """
     layers = cast("list[DecoderLayer]", list(model.decoder.layers))
     if any(layer.sublayers[0].norm_first for layer in layers) or not isinstance(model.decoder.norm, nn.Identity):
@@ -169,10 +168,11 @@ def decoding(
         f"model: Transformer(vocab {vocab_size}, d_model {d_model}, {n_heads} heads, {n_layers}+{n_layers} layers, "
         f"d_ff {d_ff}), {count_parameters(model):,} parameters, float32 on {device.type}; source length {src_len}.",
         "tok_per_s = batch x new_tokens / seconds; speedup = uncached / cached time.",
-        "uncached: model.decode on the whole prefix at every step (decoding.PrefixScorer).",
+        "uncached: model.decode on the whole prefix at every step (decoding.PrefixScorer; functional: see below).",
         "teaching: chapter 2's attention, chapter 6's LayerNorm; fused: PyTorch's kernels for both (chapter 13's "
-        "switches); functional: the same weights run by bare torch.nn.functional calls, no modules or checks "
-        "(functional_greedy): about the least a step costs in eager PyTorch, so about the most the cache saves.",
+        "switches); functional: the same weights run by a decoder of bare torch.nn.functional calls, no modules or "
+        "checks, its uncached step over the whole prefix with is_causal (functional_greedy): about the least a step "
+        "costs in eager PyTorch.",
         f"median of {repeats} interleaved runs after a short warm-up.",
     ]
     for kernel, (n, bound) in itertools.product([k for k in kernels if k != "functional"], CACHE_TARGETS.items()):
