@@ -399,4 +399,4 @@ def train_lm(
         ids = batches().to(device)
         return lm_loss(model(ids[:, :-1]), ids, pad_id)
 
-    return train_steps(model, step_loss, steps, lr, warmup, 0.0, evaluate, eval_every)
+    return train_steps(model, step_loss, steps, lr, warmup, weight_decay=0.0, evaluate=evaluate, eval_every=eval_every)
