@@ -98,9 +98,10 @@ def fused_rms_norm(norm: RMSNorm, x: torch.Tensor) -> torch.Tensor:
 
 
 def use_fused_norms(model: nn.Module, on: bool = True) -> nn.Module:
-    """Switch every LayerNorm and RMSNorm in `model` to PyTorch's fused kernel (on=True), or back to chapter 6's
-    written-out forward (on=False). The kernel computes each position's statistics in one pass, where the
-    teaching forward launches an operation per step of the formula (and autograd records each of them)."""
+    """Switch every LayerNorm and RMSNorm in `model` to PyTorch's own functions (on=True), or back to chapter 6's
+    written-out forward (on=False). `F.layer_norm` is one kernel (`F.rms_norm`, on the CPU, still several
+    operations), where the teaching forward launches an operation per step of the formula (and autograd records
+    each of them)."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     check_bool(on, "on")
