@@ -39,8 +39,8 @@ from .multihead import _check_inputs as check_attention_module_inputs  # the mod
 from .norm import LayerNorm, RMSNorm
 from .norm import _check_input as check_norm_input  # the norms' own input check, for their fused forwards
 
-# Since PyTorch 2.5 (pytorch/pytorch#133882) the kernel itself gives 0 for a query row that may attend to nothing,
-# as the teaching path does: on the CPU, where the course tests it, the extra pass over the output is skipped.
+# Since PyTorch 2.5 (pytorch/pytorch#131060 and #133882, its "safe softmax") the kernel itself gives 0 for a query
+# row that may attend to nothing, as the teaching path does: on the CPU, the extra pass over the output is skipped.
 SDPA_ZEROES_MASKED_ROWS = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"
 
 
@@ -87,13 +87,13 @@ def use_fused_attention(model: nn.Module, on: bool = True) -> nn.Module:
 
 @checked(check_norm_input)
 def fused_layer_norm(norm: LayerNorm, x: torch.Tensor) -> torch.Tensor:
-    """`norm(x)` by PyTorch's one-kernel `F.layer_norm`: the same numbers as chapter 6's nine operations."""
+    """`norm(x)` by PyTorch's one-kernel `F.layer_norm`: chapter 6's nine operations' values, up to float rounding."""
     return F.layer_norm(x, (norm.d_model,), norm.weight, norm.bias, norm.eps)
 
 
 @checked(check_norm_input)
 def fused_rms_norm(norm: RMSNorm, x: torch.Tensor) -> torch.Tensor:
-    """`norm(x)` by PyTorch's `F.rms_norm`: the same numbers as chapter 6's RMSNorm."""
+    """`norm(x)` by PyTorch's `F.rms_norm`: chapter 6's RMSNorm's values, up to float rounding."""
     return F.rms_norm(x, (norm.d_model,), norm.weight, norm.eps)
 
 
