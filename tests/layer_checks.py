@@ -12,15 +12,13 @@ nn.TransformerEncoderLayer / nn.TransformerDecoderLayer the same way; what they 
   `assert_carries_the_options` checks what `from_torch` copied and `run_both` runs the two layers under one seed.
   With dropout in training mode a batch of one row (`batch_size`) draws the same random numbers as PyTorch in the
   same order, so the outputs are equal there too.
-- float16 and bfloat16: `assert_layer_as_accurate_as_torch` compares our error against the exact result (float64,
-  `in_float64`) with PyTorch's own error, for inputs from `randn` and LayerNorms `perturbed` under a seed.
+- float16 and bfloat16: both files take their helpers from tests/half_precision.py
+  (`assert_layer_as_accurate_as_torch` compares our largest error against the exact result, float64 by
+  `in_float64`, with PyTorch's own, for inputs from `randn` and LayerNorms `perturbed`).
 """
-
-import copy
 
 import torch
 import torch.nn.functional as F
-from hypothesis import strategies as st
 from pairwise import pairwise
 from torch import nn
 
@@ -146,60 +144,3 @@ def assert_carries_the_options(ours, m, bias, eps, dropout):
     # bias=False: no Linear has a bias and no LayerNorm trains one, exactly as in PyTorch.
     assert all((linear.bias is not None) is bias for linear in ours.modules() if isinstance(linear, nn.Linear))
     assert tc.count_parameters(ours) == sum(p.numel() for p in m.parameters())
-
-
-# ---------------------------------------------------------------------------------------------------------
-# float16 and bfloat16: at every element our error against the exact result (float64, weights and inputs
-# rounded to the low precision first) may exceed PyTorch's own error by at most assert_close's default
-# tolerance for the dtype; where PyTorch overflows, ours must be within that tolerance of the exact result.
-
-
-DTYPES = [torch.float16, torch.bfloat16]
-
-
-# torch.testing.assert_close's default (rtol, atol) for each dtype.
-TOLERANCE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
-
-
-HALF_D, HALF_H, HALF_FF, HALF_B, HALF_T, HALF_S = 32, 4, 64, 2, 5, 6
-
-
-dtypes = st.sampled_from(DTYPES)
-
-
-def assert_layer_as_accurate_as_torch(ours: torch.Tensor, theirs: torch.Tensor, exact: torch.Tensor) -> None:
-    """For a module of several rounded steps, error is measured on the largest element: rounding a sum of
-    terms much larger than the result to the dtype costs every element an error of the terms' size."""
-    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape == exact.shape
-    rtol, atol = TOLERANCE[ours.dtype]
-    exact = exact.double()
-    our_error, theirs_largest = (ours.double() - exact).abs().max(), their_error(theirs, exact).max()
-    allowed = theirs_largest + atol + rtol * exact.abs().max()
-    assert our_error <= allowed, f"largest error {float(our_error):.3g}, PyTorch's {float(theirs_largest):.3g}"
-
-
-def their_error(theirs: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
-    """PyTorch's error at each element; 0 where PyTorch overflows (there ours must match the exact result)."""
-    error = (theirs.double() - exact).abs()
-    return error.masked_fill(~torch.isfinite(error), 0.0)
-
-
-def randn(*shape, dtype, scale=1.0, offset=0.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale + offset).to(dtype)
-
-
-def perturbed(module: nn.Module, seed: int) -> nn.Module:
-    """Non-trivial LayerNorm gains and biases (PyTorch initialises them to 1 and 0)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for sub in module.modules():
-            if isinstance(sub, (nn.LayerNorm, nn.RMSNorm)):
-                sub.weight.copy_(torch.rand(sub.weight.shape, generator=g) + 0.5)
-                if getattr(sub, "bias", None) is not None:
-                    sub.bias.copy_(torch.randn(sub.bias.shape, generator=g) * 0.1)
-    return module
-
-
-def in_float64(module: nn.Module) -> nn.Module:
-    return copy.deepcopy(module).double()

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from half_precision import HALF_B, HALF_H, HALF_T, assert_as_accurate_as_torch, dtypes, randn, scales
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -128,49 +129,8 @@ def test_sdpa_causal_equals_is_causal():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# float16 and bfloat16: at every element our error against the exact result (float64, weights and inputs
-# rounded to the low precision first) may exceed PyTorch's own error by at most assert_close's default
-# tolerance for the dtype; where PyTorch overflows, ours must be within that tolerance of the exact result.
-
-
-DTYPES = [torch.float16, torch.bfloat16]
-
-
-# torch.testing.assert_close's default (rtol, atol) for each dtype.
-TOLERANCE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
-
-
-HALF_D, HALF_H, HALF_FF, HALF_B, HALF_T, HALF_S = 32, 4, 64, 2, 5, 6
-
-
-dtypes = st.sampled_from(DTYPES)
-
-
-scales = st.sampled_from([1e-2, 1.0, 10.0, 30.0, 300.0])
-
-
-def assert_as_accurate_as_torch(ours: torch.Tensor, theirs: torch.Tensor, exact: torch.Tensor) -> None:
-    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape == exact.shape
-    rtol, atol = TOLERANCE[ours.dtype]
-    exact = exact.double()
-    our_error = (ours.double() - exact).abs()
-    allowed = their_error(theirs, exact) + atol + rtol * exact.abs()
-    bad = ~(our_error <= allowed)  # NaN counts as bad
-    assert not bad.any(), (
-        f"{int(bad.sum())} of {bad.numel()} elements are further from the exact result than PyTorch's: "
-        f"ours {ours[bad][:4].tolist()}, PyTorch {theirs[bad][:4].tolist()}, exact {exact[bad][:4].tolist()}"
-    )
-
-
-def their_error(theirs: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
-    """PyTorch's error at each element; 0 where PyTorch overflows (there ours must match the exact result)."""
-    error = (theirs.double() - exact).abs()
-    return error.masked_fill(~torch.isfinite(error), 0.0)
-
-
-def randn(*shape, dtype, scale=1.0, offset=0.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale + offset).to(dtype)
+# float16 and bfloat16: at every element our error against the exact result may exceed PyTorch's own error by at
+# most assert_close's default tolerance for the dtype (tests/half_precision.py says how and why).
 
 
 def test_attention_float16_stays_finite_where_pytorch_does():

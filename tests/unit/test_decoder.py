@@ -2,17 +2,24 @@
 
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
-from layer_checks import (
-    ATOL,
-    FF,
+from half_precision import (
     HALF_B,
     HALF_D,
     HALF_FF,
     HALF_H,
     HALF_S,
     HALF_T,
+    assert_layer_as_accurate_as_torch,
+    dtypes,
+    in_float64,
+    perturbed,
+    randn,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from layer_checks import (
+    ATOL,
+    FF,
     LAYER_GRID,
     B,
     D,
@@ -20,17 +27,12 @@ from layer_checks import (
     S,
     T,
     assert_carries_the_options,
-    assert_layer_as_accurate_as_torch,
     assert_same_modes,
     batch_size,
-    dtypes,
-    in_float64,
     key_padding,
     layer_id,
     make_layer,
     perturb,
-    perturbed,
-    randn,
     run_both,
     to_torch_layout,
     torch_causal,

@@ -1,9 +1,19 @@
 """Chapter 4, transformer_course/multihead.py: MultiHeadAttention, split_heads and merge_heads."""
 
-import copy
-
 import pytest
 import torch
+from half_precision import (
+    HALF_B,
+    HALF_D,
+    HALF_H,
+    HALF_S,
+    HALF_T,
+    assert_layer_as_accurate_as_torch,
+    dtypes,
+    in_float64,
+    randn,
+    scales,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 from pairwise import pairwise
@@ -211,51 +221,8 @@ def test_multihead_attention_refuses_what_the_course_does_not_support(kwargs, me
 
 
 # ---------------------------------------------------------------------------------------------------------
-# float16 and bfloat16: at every element our error against the exact result (float64, weights and inputs
-# rounded to the low precision first) may exceed PyTorch's own error by at most assert_close's default
-# tolerance for the dtype; where PyTorch overflows, ours must be within that tolerance of the exact result.
-
-
-DTYPES = [torch.float16, torch.bfloat16]
-
-
-# torch.testing.assert_close's default (rtol, atol) for each dtype.
-TOLERANCE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
-
-
-HALF_D, HALF_H, HALF_FF, HALF_B, HALF_T, HALF_S = 32, 4, 64, 2, 5, 6
-
-
-dtypes = st.sampled_from(DTYPES)
-
-
-scales = st.sampled_from([1e-2, 1.0, 10.0, 30.0, 300.0])
-
-
-def assert_layer_as_accurate_as_torch(ours: torch.Tensor, theirs: torch.Tensor, exact: torch.Tensor) -> None:
-    """For a module of several rounded steps, error is measured on the largest element: rounding a sum of
-    terms much larger than the result to the dtype costs every element an error of the terms' size."""
-    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape == exact.shape
-    rtol, atol = TOLERANCE[ours.dtype]
-    exact = exact.double()
-    our_error, theirs_largest = (ours.double() - exact).abs().max(), their_error(theirs, exact).max()
-    allowed = theirs_largest + atol + rtol * exact.abs().max()
-    assert our_error <= allowed, f"largest error {float(our_error):.3g}, PyTorch's {float(theirs_largest):.3g}"
-
-
-def their_error(theirs: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
-    """PyTorch's error at each element; 0 where PyTorch overflows (there ours must match the exact result)."""
-    error = (theirs.double() - exact).abs()
-    return error.masked_fill(~torch.isfinite(error), 0.0)
-
-
-def randn(*shape, dtype, scale=1.0, offset=0.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale + offset).to(dtype)
-
-
-def in_float64(module: nn.Module) -> nn.Module:
-    return copy.deepcopy(module).double()
+# float16 and bfloat16: our largest error against the exact result may exceed PyTorch's own largest error by at
+# most assert_close's default tolerance for the dtype (tests/half_precision.py says how and why).
 
 
 @given(dtype=dtypes, scale=scales, seed=st.integers(0, 1000))
