@@ -1,7 +1,8 @@
-"""Checks shared by tests/unit/test_encoder.py and test_decoder.py: our layers against PyTorch's.
+"""Checks shared by the layer tests (tests/unit/test_encoder.py, test_decoder.py, test_multihead.py, test_norm.py):
+our layers against PyTorch's.
 
-Both files test `from_torch` (tc.EncoderLayer / tc.DecoderLayer and their stacks) against PyTorch's
-nn.TransformerEncoderLayer / nn.TransformerDecoderLayer the same way; what they share lives here, imported as
+Those files test `from_torch` (tc.EncoderLayer / tc.DecoderLayer and their stacks, tc.MultiHeadAttention,
+tc.LayerNorm) against PyTorch's modules the same way; what they share lives here, imported as
 `from layer_checks import ...` (tests/ is on the path, as for `from pairwise import pairwise`):
 
 - float32 equality, weights copied with `from_torch` (atol ATOL): the sizes B, T, S, D, H, FF, PyTorch's mask

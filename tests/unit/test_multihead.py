@@ -16,6 +16,22 @@ from half_precision import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from layer_checks import (
+    ATOL,
+    MODES,
+    B,
+    D,
+    H,
+    S,
+    T,
+    assert_same_modes,
+    batch_size,
+    dropouts,
+    key_padding,
+    run_both,
+    to_torch_layout,
+    torch_causal,
+)
 from pairwise import pairwise
 from torch import nn
 
@@ -46,9 +62,6 @@ def test_split_then_merge_heads_is_identity_and_keeps_feature_blocks():
 # Properties that must hold for every input: checked with hypothesis on random shapes, masks and tokens
 
 
-ATOL = 1e-5
-
-
 @given(seed=st.integers(0, 10_000), length=st.integers(2, 8), fast=st.booleans())
 def test_self_attention_is_permutation_equivariant(seed, length, fast):
     """Without positions, permuting the input rows permutes the output rows the same way."""
@@ -64,19 +77,6 @@ def test_self_attention_is_permutation_equivariant(seed, length, fast):
 
 # ---------------------------------------------------------------------------------------------------------
 # Equal to PyTorch's reference modules, weights copied with `from_torch` (float32, atol 1e-5)
-
-
-B, T, S, D, H, FF = 3, 5, 7, 16, 4, 32
-
-
-def key_padding(lengths, total):
-    """PyTorch's key_padding_mask (True = ignore) for rows of the given lengths."""
-    return torch.arange(total)[None, :] >= torch.tensor(lengths)[:, None]
-
-
-def torch_causal(size):
-    """PyTorch's bool attn_mask convention: True = NOT allowed to attend."""
-    return torch.ones(size, size, dtype=torch.bool).triu(1)
 
 
 def _run_torch_mha(m, query, key, value, attn_mask, kpm, batch_first):
@@ -140,35 +140,6 @@ def test_multihead_gradients_match_torch():
 
 # (dropout, mode): eval with and without dropout (dropout must then do nothing), training without dropout,
 # and training with dropout under one seed (one batch row, see the module docstring).
-MODES = [(0.0, "eval"), (0.3, "eval"), (0.0, "train"), (0.3, "train")]
-
-
-def batch_size(dropout, mode):
-    return 1 if dropout > 0 and mode == "train" else 3
-
-
-def assert_same_modes(ours: nn.Module, theirs: nn.Module) -> None:
-    assert ours.training == theirs.training
-    assert all(m.training == theirs.training for m in ours.modules())
-
-
-def dropouts(module: nn.Module) -> set[float]:
-    """Every dropout probability in `module`: nn.Dropout layers and the attention weights' dropout."""
-    attention = (tc.MultiHeadAttention, nn.MultiheadAttention)
-    found = {m.p for m in module.modules() if isinstance(m, nn.Dropout)}
-    return found | {m.dropout for m in module.modules() if isinstance(m, attention)}
-
-
-def run_both(ours_call, theirs_call):
-    """Run both calls under the same seed (dropout in training mode then draws the same numbers)."""
-    torch.manual_seed(1234)
-    expected = theirs_call()
-    torch.manual_seed(1234)
-    return ours_call(), expected
-
-
-def to_torch_layout(x, batch_first):
-    return x if batch_first else x.transpose(0, 1)
 
 
 MHA_GRID = [

@@ -16,6 +16,14 @@ from half_precision import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from layer_checks import (
+    ATOL,
+    B,
+    D,
+    T,
+    assert_same_modes,
+    perturb,
+)
 from torch import nn
 
 import transformer_course as tc
@@ -42,12 +50,6 @@ def test_rmsnorm_formula():
 # Equal to PyTorch's reference modules, weights copied with `from_torch` (float32, atol 1e-5)
 
 
-ATOL = 1e-5
-
-
-B, T, S, D, H, FF = 3, 5, 7, 16, 4, 32
-
-
 @pytest.mark.parametrize("eps", [1e-5, 1e-6, 0.1])
 def test_layernorm_equals_torch(eps):
     m = nn.LayerNorm(D, eps=eps)
@@ -62,22 +64,6 @@ def test_layernorm_equals_torch(eps):
 # ---------------------------------------------------------------------------------------------------------
 # `from_torch` for every constructor option of PyTorch's module, in train and eval mode: one equality test per
 # combination. With dropout, a batch of one row draws the same random numbers as PyTorch in the same order.
-
-
-def perturb(module: nn.Module) -> nn.Module:
-    """Non-trivial LayerNorm gains and biases, so that a norm swapped or left out cannot go unnoticed."""
-    with torch.no_grad():
-        for sub in module.modules():
-            if isinstance(sub, nn.LayerNorm) and sub.weight is not None:
-                sub.weight.uniform_(0.5, 1.5)
-                if sub.bias is not None:
-                    sub.bias.normal_(0, 0.1)
-    return module
-
-
-def assert_same_modes(ours: nn.Module, theirs: nn.Module) -> None:
-    assert ours.training == theirs.training
-    assert all(m.training == theirs.training for m in ours.modules())
 
 
 @pytest.mark.parametrize("mode", ["train", "eval"])
