@@ -23,7 +23,6 @@ import contextlib
 import functools
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -31,10 +30,9 @@ from torch import nn
 
 from ._validate import check_bool, check_positive_int, check_tensor, checked, inside_the_door
 from .attention import attention_scale, check_attention_inputs, scaled_dot_product_attention
-from .decoder import DecoderLayer
 from .masks import causal_mask, combine_masks, padding_mask
 from .model import Transformer, check_decode_inputs
-from .multihead import MultiHeadAttention, check_features, split_heads
+from .multihead import MultiHeadAttention, split_heads
 from .multihead import _check_inputs as check_attention_module_inputs  # the module's own input check
 from .norm import LayerNorm, RMSNorm
 from .norm import _check_input as check_norm_input  # the norms' own input check, for their fused forwards
@@ -335,8 +333,7 @@ def _check_decode_cached(
 ) -> None:
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_course.Transformer, got {type(model).__name__}")
-    check_decode_inputs(tgt_in, memory, src, model.config)
-    check_features(memory, "memory", cast(DecoderLayer, model.decoder.layers[0]).cross_attn)
+    check_decode_inputs(model, tgt_in, memory, src)
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
     if cache.batch is not None and cache.batch != tgt_in.shape[0]:

@@ -87,11 +87,7 @@ def _check_encode(model: Transformer, src: torch.Tensor) -> None:
 
 
 def _check_decode(model: Transformer, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> None:
-    check_decode_inputs(tgt_in, memory, src, model.config)
-    for name, ids in (("tgt_in", tgt_in), ("src", src)):
-        check_device(ids, name, model)
-    # memory's width, dtype and device, against the cross-attention that reads it
-    check_features(memory, "memory", cast(DecoderLayer, model.decoder.layers[0]).cross_attn)
+    check_decode_inputs(model, tgt_in, memory, src)
 
 
 def _check_forward(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor) -> None:
@@ -213,13 +209,12 @@ def check_tokens(
         check_token_ids(tokens, name, vocab_size)
 
 
-def check_decode_inputs(
-    tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, config: TransformerConfig | None = None
-) -> None:
-    """Token ids tgt_in (B, T) and src (B, S) (in the vocabularies of `config`, if given), and memory (B, S, D),
-    with one batch size."""
-    check_tokens(tgt_in, "tgt_in", None if config is None else config.tgt_vocab_size)
-    check_tokens(src, "src", None if config is None else config.src_vocab_size)
+def check_decode_inputs(model: Transformer, tgt_in: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> None:
+    """What `model` decodes from (`decode`, and chapter 13's `decode_cached`): token ids tgt_in (B, T) and src (B, S)
+    in its vocabularies and on its device, and memory (B, S, d_model) that its cross-attention can read."""
+    config = model.config
+    check_tokens(tgt_in, "tgt_in", config.tgt_vocab_size, model)
+    check_tokens(src, "src", config.src_vocab_size, model)
     check_tensor(memory, "memory", ndim=3, floating=True)
     if not (tgt_in.shape[0] == memory.shape[0] == src.shape[0]):
         raise ValueError(
@@ -228,6 +223,8 @@ def check_decode_inputs(
         )
     if memory.shape[1] != src.shape[1]:
         raise ValueError(f"memory has {memory.shape[1]} positions but src has {src.shape[1]}")
+    # memory's width, dtype and device, against the cross-attention that reads it
+    check_features(memory, "memory", cast(DecoderLayer, model.decoder.layers[0]).cross_attn)
 
 
 def count_parameters(model: nn.Module) -> int:
