@@ -53,27 +53,44 @@ def _environment_int(name: str) -> int:
 def setup(device: torch.device | str | None = None, timeout: datetime.timedelta | None = None) -> Process:
     """Join the process group torchrun started (one process per device), or return rank 0 of 1 without it.
 
-    device defaults to GPU LOCAL_RANK when GPUs are present (processes on one machine share its GPUs
-    out by local rank), else the CPU; "cuda" without an index also means GPU LOCAL_RANK. The backend
-    follows the device: NCCL for GPUs, gloo for the CPU. timeout bounds how long a collective waits for
-    the other processes (PyTorch's default: 10 minutes for NCCL, 30 for gloo), e.g. while rank 0 evaluates.
+    device defaults to GPU LOCAL_RANK when the machine has a GPU for each of its processes (they share its
+    GPUs out by local rank), else the CPU for every process (one GPU cannot serve two ranks: NCCL refuses);
+    "cuda" without an index also means GPU LOCAL_RANK. The backend follows the device: NCCL for GPUs, gloo
+    for the CPU. timeout bounds how long a collective waits for the other processes (PyTorch's default:
+    10 minutes for NCCL, 30 for gloo), e.g. while rank 0 evaluates.
     """
     if timeout is not None and not isinstance(timeout, datetime.timedelta):
         raise TypeError(f"timeout must be a datetime.timedelta or None, got {type(timeout).__name__}")
     world_size = _environment_int("WORLD_SIZE") if "WORLD_SIZE" in os.environ else 1
     if world_size == 1:
-        return Process(0, 1, training.get_device() if device is None else torch.device(device))
+        return Process(0, 1, _process_device(device, 0, 1))
     local_rank = _environment_int("LOCAL_RANK")
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:  # bare "cuda" is GPU 0: every rank would share it
-        device = torch.device("cuda", local_rank)
+    local_size = _environment_int("LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in os.environ else world_size
+    device = _process_device(device, local_rank, local_size)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # "cuda" now means this process's GPU, for every library
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timeout)
     return Process(dist.get_rank(), dist.get_world_size(), device)
+
+
+def _process_device(device: torch.device | str | None, local_rank: int, local_size: int) -> torch.device:
+    """The device of the process of local rank `local_rank` among `local_size` on this machine (see `setup`)."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device is None:  # every process decides alike, so that all of them pick one backend
+        device = "cuda" if gpus >= local_size else "cpu"
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:  # bare "cuda" is GPU 0: every rank would share it
+        device = torch.device("cuda", local_rank)
+    if device.type == "cuda" and not gpus:
+        raise ValueError(f"device={str(device)!r}, but this machine has no CUDA GPU: use device='cpu'")
+    if device.type == "cuda" and device.index is not None and device.index >= gpus:
+        raise ValueError(
+            f"device={str(device)!r}, but this machine has {gpus} GPU{'' if gpus == 1 else 's'}: start at most "
+            f"{gpus} process{'' if gpus == 1 else 'es'} per machine (torchrun --nproc-per-node {gpus}), "
+            "or use device='cpu'"
+        )
+    return device
 
 
 def cleanup() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -51,10 +52,20 @@ def report_errors(command: Callable[[], int]) -> int:
         return 130
 
 
-def join_processes() -> distributed.Process:
-    """`distributed.setup()` (rank 0 of 1 without torchrun), its refusals turned into one-line errors."""
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """--device: what `join_processes` passes to `distributed.setup`."""
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default=None,
+        help="cpu, or cuda: GPU LOCAL_RANK under torchrun (default: cuda when the machine has a GPU for each "
+        "process, else cpu)",
+    )  # fmt: skip
+
+
+def join_processes(device: str | None = None) -> distributed.Process:
+    """`distributed.setup(device)` (rank 0 of 1 without torchrun), its refusals turned into one-line errors."""
     try:
-        return distributed.setup()
-    except (RuntimeError, ValueError) as e:  # a stale WORLD_SIZE, a rendezvous that cannot be reached
+        return distributed.setup(device)
+    except (RuntimeError, ValueError) as e:  # a stale WORLD_SIZE, a rendezvous that cannot be reached, no GPU
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CLIError(f"cannot join the other processes: {first}") from None
+        joining = "cannot join the other processes: " if "WORLD_SIZE" in os.environ else ""
+        raise CLIError(f"{joining}{first}") from None

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 
 from .. import distributed, training
-from ._common import CLIError, Parser, join_processes, report_errors
+from ._common import CLIError, Parser, add_device_option, join_processes, report_errors
 
 CLI = "python -m transformer_course.distributed"
 
@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=64, help="global batch (default 64)")
     parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per step (default 1)")
     parser.add_argument("--precision", choices=tuple(training.PRECISIONS), default="fp32", help="(default fp32)")
+    add_device_option(parser)
     return parser
 
 
@@ -34,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, name) <= 0:
             raise CLIError(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer", code=2)
     training.set_threads(1)
-    process = join_processes()  # rank 0 of 1 without torchrun
+    process = join_processes(args.device)  # rank 0 of 1 without torchrun
     try:
         seconds, loss = distributed.time_steps(
             args.steps, args.warmup_steps, args.batch_size, args.accumulate, args.precision, process.device

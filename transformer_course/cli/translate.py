@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import cast
 
 from .. import checkpoint, data, datasets, distributed, model, training, translate
-from ._common import CLIError, Parser, join_processes, report_errors, seed_argument
+from ._common import CLIError, Parser, add_device_option, join_processes, report_errors, seed_argument
 
 DEFAULT_CHECKPOINT = Path("checkpoints") / "zh_en.pt"
 CLI = "python -m transformer_course.translate"
@@ -69,6 +69,7 @@ def _train_parser() -> argparse.ArgumentParser:
     )
     _add_checkpoint_option(parser, "where to save")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_device_option(parser)
     parser.add_argument(
         "--dropout", type=float, default=defaults.dropout, metavar="P",
         help=f"dropout probability in [0, 1) (default {defaults.dropout:g})",
@@ -147,7 +148,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise CLIError(f"--dropout={args.dropout} must be in [0, 1)", code=2)
     _check_checkpoint_path(args.checkpoint)
     training.set_threads(1)  # a small model gains nothing from more threads and loses a lot under load
-    process = join_processes()  # rank 0 of 1 without torchrun
+    process = join_processes(args.device)  # rank 0 of 1 without torchrun
     try:
         result = translate.train_translator(
             seed=args.seed, steps=args.steps, dropout=args.dropout, batch_size=args.batch_size,
