@@ -150,6 +150,8 @@ def compare_outputs(self, test, ref, skip_compare=None):
     if set(testing) != set(reference):
         missing, unexpected = set(reference) - set(testing), set(testing) - set(reference)
         self.comparison_traceback.append(f"{label}: missing outputs {sorted(missing)}, unexpected {sorted(unexpected)}")
+        for key in sorted(unexpected):  # what appeared, so that a rare message (a warning, a log line) can be traced
+            self.comparison_traceback.append(f"{key}: {' '.join(map(str, testing[key]))[:2000]!r}")
         return False
     for key, ref_values in reference.items():
         test_values = testing[key]

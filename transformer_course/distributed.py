@@ -83,12 +83,12 @@ def _process_device(device: torch.device | str | None, local_rank: int, local_si
     if device.type == "cuda" and device.index is None:  # bare "cuda" is GPU 0: every rank would share it
         device = torch.device("cuda", local_rank)
     if device.type == "cuda" and not gpus:
-        raise ValueError(f"device={str(device)!r}, but this machine has no CUDA GPU: use device='cpu'")
+        raise ValueError(f"device={str(device)!r}, but this machine has no CUDA GPU: run on the CPU")
     if device.type == "cuda" and device.index is not None and device.index >= gpus:
         raise ValueError(
             f"device={str(device)!r}, but this machine has {gpus} GPU{'' if gpus == 1 else 's'}: start at most "
             f"{gpus} process{'' if gpus == 1 else 'es'} per machine (torchrun --nproc-per-node {gpus}), "
-            "or use device='cpu'"
+            "or run on the CPU"
         )
     return device
 

@@ -84,8 +84,10 @@ def test_no_declaration_means_exact():
     assert tolerance_of({"nbval-tolerance": {"rel": 0.02}}) == Tolerance(rel=0.02)
 
 
-def _notebook(path: Path, committed: str, tolerance: dict | None) -> Path:
-    cell = nbformat.v4.new_code_cell("print(round(1 / 3 + 0.004, 4))", execution_count=1)
+def _notebook(
+    path: Path, committed: str, tolerance: dict | None, source: str = "print(round(1 / 3 + 0.004, 4))"
+) -> Path:
+    cell = nbformat.v4.new_code_cell(source, execution_count=1)
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=committed + "\n")]
     if tolerance is not None:
         cell.metadata["nbval-tolerance"] = tolerance
@@ -104,11 +106,22 @@ def _notebook(path: Path, committed: str, tolerance: dict | None) -> Path:
     ],
 )
 def test_nbval_runs_with_the_extension(tmp_path, committed, tolerance, passes):
-    path = _notebook(tmp_path / "t.ipynb", committed, tolerance)
-    command = [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-p", "nbval_tolerance", "-q"]
-    command += ["-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", str(tmp_path), str(path)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"))
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    result = _nbval(_notebook(tmp_path / "t.ipynb", committed, tolerance))
     assert (result.returncode == 0) == passes, result.stdout[-3000:]
     if not passes:
         assert "expected 0.3333, got 0.3373" in result.stdout
+
+
+def test_an_unexpected_output_is_quoted(tmp_path):
+    # A message on stderr that the committed cell does not have: the report names the stream and quotes it.
+    source = "import sys\nprint(0.3373)\n_ = sys.stderr.write('a rare warning\\n')"
+    result = _nbval(_notebook(tmp_path / "t.ipynb", "0.3373", None, source))
+    assert result.returncode != 0
+    assert "unexpected ['stderr']" in result.stdout and "stderr: 'a rare warning" in result.stdout, result.stdout
+
+
+def _nbval(path: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-p", "nbval_tolerance", "-q"]
+    command += ["-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", str(path.parent), str(path)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"))
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=path.parent, env=env)

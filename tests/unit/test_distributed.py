@@ -132,7 +132,7 @@ def test_translate_train_under_torchrun_matches_one_process(tmp_path):
     assert one.returncode == 0, one.stderr
     # Rank 0 alone reports, shows the progress bar and writes the checkpoint.
     assert two.stdout.count("trained 175,808 parameters for 20 steps") == 1
-    assert "(2 processes)" in two.stdout
+    assert " s on cpu (2 processes)" in two.stdout
     assert two.stderr.count("training:   0%") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "b.pt"]
     a, b = checkpoint.load_checkpoint(tmp_path / "a.pt"), checkpoint.load_checkpoint(tmp_path / "b.pt")
@@ -277,7 +277,7 @@ def test_setup_refuses_a_gpu_on_a_machine_without_one(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert distributed.setup().device == torch.device("cpu")
-    with pytest.raises(ValueError, match=r"^device='cuda:0', but this machine has no CUDA GPU: use device='cpu'$"):
+    with pytest.raises(ValueError, match=r"^device='cuda:0', but this machine has no CUDA GPU: run on the CPU$"):
         distributed.setup("cuda")
 
 

@@ -171,7 +171,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     how += [f"{args.accumulate} micro-batches per step"] if args.accumulate > 1 else []
     print(
         f"trained {model.count_parameters(result.model):,} parameters for {result.history.steps} steps "
-        f"in {result.history.seconds:.1f} s" + (f" ({', '.join(how)})" if how else "")
+        f"in {result.history.seconds:.1f} s on {process.device.type}" + (f" ({', '.join(how)})" if how else "")
     )
     print(
         f"held-out test set ({len(test.references)} sentences never seen in training): "
