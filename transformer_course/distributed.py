@@ -3,11 +3,12 @@
     torchrun --standalone --nproc-per-node 2 -m transformer_course.translate train
 
 torchrun starts the same program N times and tells each copy who it is through environment variables:
-RANK (0 .. N-1 over all machines), LOCAL_RANK (its number on this machine, which picks its GPU) and
-WORLD_SIZE (N), plus MASTER_ADDR and MASTER_PORT, where the processes meet. `setup()` reads them and
-joins the process group: gloo on the CPU, NCCL between GPUs. From then on `training.fit` trains one
-model on all processes: each computes the gradient of its share of every batch, and
-DistributedDataParallel averages the gradients, so every process takes the same optimizer step.
+RANK (0 .. N-1 over all machines), LOCAL_RANK (its number on this machine, which picks its GPU),
+LOCAL_WORLD_SIZE (the number of processes on this machine) and WORLD_SIZE (N), plus MASTER_ADDR and
+MASTER_PORT, where the processes meet. `setup()` reads them and joins the process group: NCCL between
+GPUs when the machine has a GPU for each of its processes, else gloo on the CPU for every process. From
+then on `training.fit` trains one model on all processes: each computes the gradient of its share of every
+batch, and DistributedDataParallel averages the gradients, so every process takes the same optimizer step.
 
 Without torchrun, `setup()` returns rank 0 of 1 and starts nothing: the same program runs alone.
 `time_steps` times chapter 12's training on every process; its command line is `transformer_course.cli.distributed`.

@@ -70,7 +70,7 @@ def run(args, cwd, timeout=180):
     # On the CPU whatever the machine has (gloo and the CPU's arithmetic), so that the same runs are tested on
     # every reader's hardware.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8", "CUDA_VISIBLE_DEVICES": ""}
-    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+    for name in ("RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     proc = subprocess.Popen(
         args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
@@ -224,6 +224,7 @@ def rank_1_of_2(monkeypatch):
     """torchrun's variables for rank 1 of 2 (local rank 1), a process group that 'exists', and recorders."""
     for name, value in {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)  # setup() then counts WORLD_SIZE's processes here
     calls = {"set_device": [], "init": []}
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls["set_device"].append(device))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -25,7 +25,7 @@ CLI = "python -m transformer_course.translate"
 
 USAGE = f"""
   {CLI} train [--steps N] [--seed S] [--checkpoint PATH] [--quiet] [--dropout P] [--batch-size B]
-        [--accumulate K] [--precision {{fp32,bf16,fp16}}]
+        [--accumulate K] [--precision {{fp32,bf16,fp16}}] [--device {{cpu,cuda}}]
   {CLI} SENTENCE [--beam K] [--checkpoint PATH]
   {CLI} --words [--checkpoint PATH]"""
 
