@@ -86,9 +86,14 @@ def _process_device(device: torch.device | str | None, local_rank: int, local_si
     if device.type == "cuda" and not gpus:
         raise ValueError(f"device={str(device)!r}, but this machine has no CUDA GPU: run on the CPU")
     if device.type == "cuda" and device.index is not None and device.index >= gpus:
+        names = "cuda:0" if gpus == 1 else f"cuda:0 to cuda:{gpus - 1}"
+        fix = f"use {names}"
+        if local_size > gpus:  # more processes on this machine than GPUs: the index came from LOCAL_RANK
+            fix = (
+                f"start at most {gpus} process{'es' if gpus > 1 else ''} per machine (torchrun --nproc-per-node {gpus})"
+            )
         raise ValueError(
-            f"device={str(device)!r}, but this machine has {gpus} GPU{'' if gpus == 1 else 's'}: start at most "
-            f"{gpus} process{'' if gpus == 1 else 'es'} per machine (torchrun --nproc-per-node {gpus}), "
+            f"device={str(device)!r}, but this machine has {gpus} GPU{'s' if gpus > 1 else ''} ({names}): {fix}, "
             "or run on the CPU"
         )
     return device

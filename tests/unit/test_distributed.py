@@ -261,8 +261,18 @@ def test_setup_puts_every_rank_on_the_cpu_when_the_gpus_are_too_few(rank_1_of_2,
     process = distributed.setup()
     assert process.device == torch.device("cpu")
     assert rank_1_of_2["init"] == [("gloo", None)] and rank_1_of_2["set_device"] == []
-    with pytest.raises(ValueError, match=r"^device='cuda:1', but this machine has 1 GPU: start at most 1 process "):
+    with pytest.raises(ValueError, match=r"^device='cuda:1', but this machine has 1 GPU \(cuda:0\): start at most 1 "):
         distributed.setup("cuda")
+
+
+def test_setup_refuses_a_gpu_index_the_machine_lacks(monkeypatch):
+    # One process asking for GPU 3 of a two-GPU machine: the index is wrong, not the number of processes.
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    message = r"^device='cuda:3', but this machine has 2 GPUs \(cuda:0 to cuda:1\): use cuda:0 to cuda:1, or run on"
+    with pytest.raises(ValueError, match=message):
+        distributed.setup("cuda:3")
 
 
 def test_setup_counts_the_processes_of_this_machine_not_of_the_run(rank_1_of_2, monkeypatch):
