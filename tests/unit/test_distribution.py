@@ -53,6 +53,8 @@ def test_binder_installs_the_runtime_only():
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in lines, "the CPU build of torch"
     names = {name(line) for line in lines if not line.startswith(("-", "."))}
     assert names == {"torch", "jupyterlab-myst"}, names
+    (torch_line,) = [line for line in lines if name(line) == "torch"]
+    assert torch_line in PYPROJECT["project"]["dependencies"], f"{torch_line}: not the package's own bound"
     assert not names & TOOLING
     notebooks_extra = {name(r) for r in PYPROJECT["project"]["optional-dependencies"]["notebooks"]}
     assert not notebooks_extra & TOOLING
