@@ -7,6 +7,7 @@
 #
 #   bash scripts/test_oldest.sh            # create .venv-oldest if missing, install, run tests/unit
 #   bash scripts/test_oldest.sh -k mlp     # extra arguments go to pytest
+#   PYTHON=python3.10 bash scripts/test_oldest.sh   # Python 3.10 or 3.11: NumPy 1.24 has no wheels for 3.12+
 #
 # Raise a lower bound in pyproject.toml when this fails for a reason of the old release, and say why there.
 set -euo pipefail
@@ -16,9 +17,14 @@ VENV=.venv-oldest
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
+"$VENV/bin/python" -c 'import sys; sys.exit(not (3, 10) <= sys.version_info[:2] <= (3, 11))' || {
+    echo "test_oldest: needs Python 3.10 or 3.11 (NumPy 1.24 has no wheels for newer ones):" \
+        "rm -rf $VENV; PYTHON=python3.11 bash scripts/test_oldest.sh" >&2
+    exit 1
+}
 pins=$(mktemp)
 trap 'rm -f "$pins"' EXIT
-# The lower bounds as pins (tomllib: Python 3.11; the tomli of the test extra on 3.10).
+# The lower bounds as pins (tomllib: Python 3.11; on 3.10 pip's own copy of tomli, as nothing else is installed yet).
 "$VENV/bin/python" - "$pins" <<'EOF'
 import re
 import sys
@@ -26,15 +32,16 @@ import sys
 try:
     import tomllib
 except ModuleNotFoundError:
-    import tomli as tomllib
+    from pip._vendor import tomli as tomllib
 
 with open("pyproject.toml", "rb") as f:
     project = tomllib.load(f)["project"]
 lines = []
 for requirement in project["dependencies"] + project["optional-dependencies"]["notebooks"]:
     match = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9][0-9A-Za-z.]*)", requirement)
-    if match:
-        lines.append(f"{match[1]}=={match[2]}.*")
+    if not match:
+        sys.exit(f"test_oldest: no lower bound to pin in {requirement!r}")
+    lines.append(f"{match[1]}=={match[2]}.*")
 with open(sys.argv[1], "w") as f:
     f.write("\n".join(lines) + "\n")
 EOF
@@ -58,7 +65,7 @@ for line in open(sys.argv[1]).read().split():
         got = Version(version(name))
     except PackageNotFoundError:
         sys.exit(f"test_oldest: {name} is not installed: the install failed")
-    if got.release[: len(Version(series).release)] != Version(series).release:  # 2.6.0+cu124 is of 2.6
+    if got.release[: len(Version(series).release)] != Version(series).release:  # 2.6.0+cpu is of 2.6 too
         sys.exit(f"test_oldest: {name} {got} is installed, not of the lower bound's series {series}")
     installed.append(f"{name} {got}")
 print("test_oldest: installed", ", ".join(installed))

@@ -58,3 +58,9 @@ def test_binder_installs_the_runtime_only():
     assert not names & TOOLING
     notebooks_extra = {name(r) for r in PYPROJECT["project"]["optional-dependencies"]["notebooks"]}
     assert not notebooks_extra & TOOLING
+
+
+def test_the_setup_page_names_the_oldest_torch():
+    (bound,) = [r.removeprefix("torch>=") for r in PYPROJECT["project"]["dependencies"] if r.startswith("torch>=")]
+    setup = " ".join((ROOT / "book" / "setup.md").read_text(encoding="utf-8").split())
+    assert f"the PyTorch you have if it is {bound} or newer" in setup
