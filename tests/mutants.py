@@ -262,6 +262,18 @@ MUTANTS = [
       "        if piece in known:", "        if piece in vocab.stoi:", TRANSLATE, "-k", "special"),
     m("translate: one budget for the whole batch", "translate.py",
       "tgt_vocab.decode(row[:n])", "tgt_vocab.decode(row)", TRANSLATE, "-k", "batch_size"),
+    # --- a held-out run: four of twenty new bugs that no test caught, each with a test since -------------
+    m("checkpoint: infinite weights loaded", "checkpoint.py",
+      "if not torch.isfinite(tensor).all()]", "if torch.isnan(tensor).any()]", CKPT, "-k", "infinite"),
+    m("gpt: residual projections initialised 1/sqrt(2) too wide", "gpt.py",
+      "std=0.02 / math.sqrt(2 * n_layers))", "std=0.02 / math.sqrt(n_layers))", "tests/unit/test_gpt.py",
+      "-k", "initialisation"),
+    m("bpe: the shorter of two specials sharing a prefix wins", "bpe.py",
+      "sorted(self.special_tokens, key=len, reverse=True)", "sorted(self.special_tokens, key=len)",
+      "tests/unit/test_bpe.py", "-k", "extends_another"),
+    m("textlm: held-out loss computed with dropout on", "textlm.py",
+      "    with evaluating(model):  # each submodule", "    with torch.no_grad():  # each submodule",
+      "tests/unit/test_textlm.py", "-k", "dropout_off"),
 ]  # fmt: skip
 
 

@@ -404,3 +404,15 @@ def test_load_refuses_a_device_it_cannot_use(tmp_path, monkeypatch):
         with pytest.raises(ValueError, match=r"^device='cuda(:0)?' but this machine has no CUDA GPU"):
             tc.load_checkpoint(path, device=device)
     assert tc.load_checkpoint(path, device="cpu").model.lm_head.weight.device.type == "cpu"
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+def test_load_refuses_infinite_weights(tmp_path, value):
+    """Infinite weights are damage too, as the message says: not only NaN."""
+    model = tc.GPT(12, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=8)
+    path = tc.save_checkpoint(tmp_path / "m.pt", model)
+    payload = torch.load(path, weights_only=True)
+    next(iter(payload["state_dict"].values()))[0, 0] = value
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match=r"is a damaged checkpoint .*NaN or infinite"):
+        tc.load_checkpoint(path)

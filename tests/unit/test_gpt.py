@@ -309,3 +309,19 @@ def test_a_cache_of_the_wrong_type_is_refused_by_name():
     model = tc.GPT(vocab_size=10, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=8)
     with pytest.raises(TypeError, match=r"cache must be a KVCache from model.new_cache\(\), got dict"):
         model(torch.tensor([[1, 2]]), {})
+
+
+@pytest.mark.parametrize("n_layers", [2, 8])
+def test_gpt2_initialisation_scales_the_residual_projections(n_layers):
+    """GPT-2's rule (nanoGPT's too): N(0, 0.02) weights, zero biases, and the two projections that write into the
+    residual stream at 0.02 / √(2 · n_layers). Each matrix holds at least 65k entries: its std is within 1 %."""
+    torch.manual_seed(0)
+    model = tc.GPT(64, d_model=256, n_heads=4, n_layers=n_layers, d_ff=1024, max_len=16)
+    residual = 0.02 / math.sqrt(2 * n_layers)
+    for layer in model.layers:
+        for projection in (layer.self_attn.w_o, layer.ffn.w_2):
+            assert math.isclose(projection.weight.std().item(), residual, rel_tol=0.05)
+            assert torch.count_nonzero(projection.bias) == 0
+        for other in (layer.self_attn.w_q, layer.self_attn.w_k, layer.self_attn.w_v, layer.ffn.w_1):
+            assert math.isclose(other.weight.std().item(), 0.02, rel_tol=0.05)
+    assert math.isclose(model.token_embedding.weight.std().item(), 0.02, rel_tol=0.05)

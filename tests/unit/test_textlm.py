@@ -197,3 +197,20 @@ def test_heldout_loss_gives_every_submodule_its_own_mode_back():
     model.layers[0].eval()  # a frozen block
     tc.heldout_loss(model, torch.randint(0, 20, (40,)), block_size=8)
     assert model.training and not model.layers[0].training and model.layers[1].training
+
+
+def test_heldout_loss_runs_with_dropout_off():
+    """A model with dropout, left in training mode: the held-out loss is the eval-mode loss, token by token."""
+    torch.manual_seed(0)
+    model = tc.GPT(11, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=8, dropout=0.5).train()
+    data = torch.randint(11, (30,), generator=torch.Generator().manual_seed(3))
+    loss, count = heldout_loss(model, data, 8, batch_size=2)
+    model.eval()
+    with torch.no_grad():
+        losses = []
+        for i in range(len(data) - 1):  # token i + 1 is predicted from its own block's tokens up to i
+            start = i - i % 8
+            logits = model(data[None, start : i + 1])[0, -1]
+            losses.append(F.cross_entropy(logits[None], data[i + 1 : i + 2]))
+    assert count == len(data) - 1
+    assert math.isclose(loss, torch.stack(losses).mean().item(), rel_tol=1e-5)
