@@ -45,12 +45,15 @@ FORMAT = "transformer_course.bpe/1"
 
 
 def _utf8(text: str, name: str) -> bytes:
-    """text as UTF-8 bytes; a lone surrogate (from a broken decode) has no UTF-8 form, so it is refused."""
+    """text as UTF-8 bytes; a surrogate code point (left by a broken decode) has no UTF-8 form, so it is refused.
+
+    Python's str never joins a high and a low surrogate into one character: side by side they are refused too.
+    """
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as err:
         raise ValueError(
-            f"{name} holds a lone surrogate {text[err.start]!r} at position {err.start}: it is not valid Unicode "
+            f"{name} holds a surrogate {text[err.start]!r} at position {err.start}: it is not valid Unicode "
             "text and has no UTF-8 bytes (decode bytes with errors='replace' before tokenizing)"
         ) from None
 
@@ -248,7 +251,7 @@ class BPETokenizer:
 
 
 def _check_texts(texts: object) -> Iterable[str]:
-    """texts as an iterable of str, each checked for lone surrogates as it is read."""
+    """texts as an iterable of str, each checked for surrogates as it is read."""
     if isinstance(texts, str):
         texts = [texts]
     if isinstance(texts, bytes) or not isinstance(texts, Iterable):

@@ -215,7 +215,7 @@ def test_len_and_repr(trained):
         ({"texts": 12, "vocab_size": 300}, TypeError, "texts"),
         ({"texts": b"ab", "vocab_size": 300}, TypeError, "texts"),
         ({"texts": ["ab", 3], "vocab_size": 300}, TypeError, "texts"),
-        ({"texts": ["ok", "bad \ud800"], "vocab_size": 300}, ValueError, "texts\\[1\\] holds a lone surrogate"),
+        ({"texts": ["ok", "bad \ud800"], "vocab_size": 300}, ValueError, "texts\\[1\\] holds a surrogate"),
         ({"texts": "ab", "vocab_size": 300, "special_tokens": EOT}, TypeError, "special_tokens"),
         ({"texts": "ab", "vocab_size": 300, "special_tokens": [EOT, EOT]}, ValueError, "twice"),
         ({"texts": "ab", "vocab_size": 300, "special_tokens": [""]}, ValueError, "special_tokens"),
@@ -227,8 +227,11 @@ def test_train_errors_name_the_argument(kwargs, error, words):
 
 
 def test_encode_and_decode_errors_name_the_argument(trained):
-    with pytest.raises(ValueError, match="text holds a lone surrogate '\\\\udc80' at position 2"):
+    with pytest.raises(ValueError, match="text holds a surrogate '\\\\udc80' at position 2"):
         trained.encode("ab\udc80")
+    # A high and a low surrogate side by side stay two code points in a str: no UTF-8 bytes either.
+    with pytest.raises(ValueError, match="text holds a surrogate '\\\\ud83d' at position 1"):
+        trained.encode("a\ud83d\ude00")
     with pytest.raises(TypeError, match="text must be a str"):
         trained.encode(b"bytes")
     with pytest.raises(TypeError, match="allow_special"):
@@ -251,3 +254,29 @@ def test_benchmark_section_compares_with_tokenizers():
     (row,) = table.rows
     assert list(row) == table.columns and row["same_merges"] and row["same_ids"]
     assert 0 < row["tokens_per_byte"] < 1 and row["train_ratio"] > 0
+
+
+# ---- special tokens that share a prefix
+
+
+def test_a_special_token_that_extends_another_wins_over_its_prefix():
+    """ "<|a|>" begins "<|a|><|b|>": the longer special is matched, whatever order the specials were given in."""
+    tokenizer = tc.BPETokenizer(special_tokens=["<|a|>", "<|a|><|b|>"])  # ids 256 and 257: after the bytes
+    x, y = ord("x") - ord("!"), ord("y") - ord("!")  # printable ASCII bytes come first: id = byte - 33 (GPT-2's order)
+    assert tokenizer.encode("x<|a|><|b|>y", allow_special=True) == [x, 257, y]
+    assert tokenizer.encode("x<|a|>y", allow_special=True) == [x, 256, y]
+
+
+def test_a_special_token_that_extends_another_matches_tokenizers():
+    """`tokenizers` matches its added tokens leftmost-longest: the same specials come out here."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    specials = ["<|a|>", "<|a|><|b|>"]
+    reference = Tokenizer(models.BPE())
+    reference.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    reference.add_special_tokens(specials)
+    text = "hi<|a|><|b|> there<|a|>!"
+    ours = tc.BPETokenizer(special_tokens=specials)
+    pieces = [ours.vocab[i].decode() for i in ours.encode(text, allow_special=True) if i >= 256]
+    theirs = [token for token in reference.encode(text).tokens if token in specials]
+    assert pieces == theirs == ["<|a|><|b|>", "<|a|>"]

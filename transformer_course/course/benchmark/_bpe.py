@@ -17,7 +17,8 @@ def bpe(vocab_sizes: Sequence[int] = (512, 1024, 2048, 4096), max_chars: int | N
     Both train on the documents of the corpus's training split (each cut to its first `max_chars` characters
     when given) and encode the documents of the held-out split, which neither saw: the package one after the
     other, ``tokenizers`` with ``encode_batch``. `same_merges` and `same_ids` say whether the two agree exactly (they
-    must; ids compared after moving the special token, which ``tokenizers`` puts first). Runs on the CPU:
+    must; ids compared after a fixed renumbering: ``tokenizers`` numbers the special token 0 and the 256 bytes 1 to
+    256, merged tokens keep their ids). Runs on the CPU:
     `device` is accepted and ignored, tokenization has no tensors. Without ``tokenizers`` installed (it is
     not a dependency of the package) the reference's columns are empty.
     """

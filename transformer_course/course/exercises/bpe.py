@@ -4,7 +4,8 @@ how many bytes of a stream are whole characters.
 Here token ids are plain byte values (0-255) and the merge learned i-th (from 0) makes token 256 + i; the
 package numbers bytes in GPT-2's order instead. The chapter prints a training loop that recounts every pair,
 the package's training and its encoding of one word; none of these exercises is one of them: the first asks for
-the net change that the package's incremental update applies, the second for a question about encoding that
+the net change of a word's pair counts (the package's update takes all the old pairs out and puts all the
+new ones in: the same net change), the second for a question about encoding that
 the chapter does not answer, the third for the streaming decoder that its pitfall only describes. The known
 mistakes include pairs kept on both sides of the change, repeats lost in a set, neighbours forgotten or taken
 from the word before the merge, the merge that spells a word taken for the one that encoding reaches, merges
