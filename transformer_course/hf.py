@@ -27,7 +27,8 @@ from .residual import SublayerConnection
 def from_hf(hf_model: nn.Module) -> nn.Module:
     """The package's model equivalent to `hf_model`, its weights copied: GPT2LMHeadModel -> GPT,
     LlamaForCausalLM -> ModernDecoder. The new model is in eval mode, on hf_model's device and dtype (its RoPE
-    frequencies stay in float32, as transformers' do)."""
+    frequencies stay in float32; transformers builds its own in float32, but a later `.to(dtype)` of the
+    transformers model rounds them)."""
     kind = type(hf_model).__name__
     if kind == "GPT2LMHeadModel":
         model: nn.Module = _gpt_from_hf(hf_model)
@@ -154,9 +155,14 @@ def _gpt_to_hf(model: GPT) -> Any:
 
 
 def _rope_theta(config: Any) -> float:
-    """The RoPE base θ, refusing the scaled variants (Llama 3.1's "llama3", "yarn", ...) that the package lacks."""
-    parameters = getattr(config, "rope_parameters", None) or {}  # transformers 5; 4.x has config.rope_theta
-    rope_type = parameters.get("rope_type", "default")
+    """The RoPE base θ, refusing the scaled variants (Llama 3.1's "llama3", "yarn", ...) that the package lacks.
+
+    transformers 5 keeps θ and the scaling in `config.rope_parameters`; 4.x keeps θ in `config.rope_theta` and the
+    scaling in `config.rope_scaling`, under "rope_type" (or "type" before 4.45).
+    """
+    parameters = getattr(config, "rope_parameters", None) or {}
+    scaling = getattr(config, "rope_scaling", None) or {}
+    rope_type = parameters.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
     if rope_type != "default":
         raise ValueError(f"LlamaForCausalLM has rope_type={rope_type!r}; the package implements only 'default' RoPE")
     return float(parameters.get("rope_theta", getattr(config, "rope_theta", 10000.0)))

@@ -2,6 +2,7 @@
 
 import ast
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, Lla
 from transformers.utils import logging
 
 import transformer_course as tc
+from transformer_course import hf
 
 logging.set_verbosity_error()
 TOLERANCE = 1e-5  # float32
@@ -143,6 +145,7 @@ def test_other_models_are_refused_by_name():
             lambda: llama(rope_parameters=dict(rope_type="linear", factor=2.0, rope_theta=500.0)),
             "rope_type='linear'",
         ),
+        (lambda: llama(rope_scaling=dict(rope_type="linear", factor=2.0)), "rope_type='linear'"),  # 4.x's keyword
         (lambda: gpt2("relu"), "activation_function='relu'"),
         (lambda: gpt2(layer_norm_epsilon=1e-6), "layer_norm_epsilon=1e-06"),
         (lambda: gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx=True"),
@@ -152,6 +155,21 @@ def test_other_models_are_refused_by_name():
 def test_options_the_package_lacks_are_refused_by_name(make, words):
     with pytest.raises(ValueError, match=words.replace("(", r"\(")):
         tc.from_hf(make())
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"type": "dynamic", "factor": 2.0},  # transformers before 4.45
+        {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0},  # 4.45 to 4.x
+    ],
+)
+def test_a_scaled_rope_is_refused_in_the_config_layout_of_transformers_4(scaling):
+    """transformers 4 keeps the scaling in config.rope_scaling, beside rope_theta: refused there too, by name."""
+    config = SimpleNamespace(rope_theta=500.0, rope_scaling=scaling)
+    with pytest.raises(ValueError, match=f"rope_type='{scaling.get('type') or scaling['rope_type']}'"):
+        hf._rope_theta(config)
+    assert hf._rope_theta(SimpleNamespace(rope_theta=500.0, rope_scaling=None)) == 500.0
 
 
 def test_from_hf_leaves_the_random_state_alone():
