@@ -125,8 +125,10 @@ def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
     """A ValueError naming `name` unless every id of `ids` lies in [0, vocab_size): the one token-range check.
 
     On the CPU the ids are read and the error says which ids were found. On a GPU, reading them would make the
-    host wait for the device at every call; the check is queued on the device instead
-    (`torch._assert_async`) and a bad id stops the next synchronising call with this message.
+    host wait for the device at every call; the check is queued on the device instead (`torch._assert_async`).
+    A bad id then fails a later CUDA call as a device-side assertion, not as this ValueError, and PyTorch's
+    documentation of `_assert_async` warns that the CUDA context is then unusable until the process restarts:
+    run the same input on the CPU to see the message.
     """
     check_tensor(ids, name, floating=False)
     check_positive_int(vocab_size, "vocab_size")

@@ -120,7 +120,7 @@ class LabelSmoothingLoss(nn.Module):
         if logits.shape[:-1] != target.shape:
             raise ValueError(f"logits {tuple(logits.shape)} and target {tuple(target.shape)} disagree on (..)")
         check_tensor(target, "target", floating=False)
-        # gather would fail obscurely on an id out of range (or read garbage on a GPU): name it instead.
+        # gather would fail obscurely on an id out of range (a device-side assertion on a GPU): name it instead.
         outside = (target != self.ignore_index) & ((target < 0) | (target >= self.n_classes))
         if outside.any():
             raise ValueError(
