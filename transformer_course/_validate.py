@@ -121,20 +121,21 @@ def check_token_id(value: object, name: str, vocab_size: int) -> int:
     return value
 
 
-def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
+def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int, wait: bool = False) -> None:
     """A ValueError naming `name` unless every id of `ids` lies in [0, vocab_size): the one token-range check.
 
-    On the CPU the ids are read and the error says which ids were found. On a GPU, reading them would make the
-    host wait for the device at every call; the check is queued on the device instead (`torch._assert_async`).
-    A bad id then fails a later CUDA call as a device-side assertion, not as this ValueError, and PyTorch's
-    documentation of `_assert_async` warns that the CUDA context is then unusable until the process restarts:
-    run the same input on the CPU to see the message.
+    On the CPU the ids are read and the error says which ids were found. On a GPU, reading them makes the host
+    wait for the device. A door that runs once per call (decoding, generation) passes `wait=True` and gets the
+    same ValueError there. A model's forward, run at every training step, does not wait: the check is queued on
+    the device instead (`torch._assert_async`). A bad id then fails a later CUDA call as a device-side
+    assertion, not as this ValueError, and PyTorch's documentation of `_assert_async` warns that the CUDA
+    context is then unusable until the process restarts: run the same input on the CPU to see the message.
     """
     check_tensor(ids, name, floating=False)
     check_positive_int(vocab_size, "vocab_size")
     if ids.numel() == 0:
         return
-    if ids.device.type != "cpu":
+    if ids.device.type != "cpu" and not wait:
         in_range = ((ids >= 0) & (ids < vocab_size)).all()
         torch._assert_async(in_range, f"{name}: expected ids in [0, {vocab_size - 1}] (vocab_size={vocab_size})")
         return

@@ -147,7 +147,7 @@ def check_source(model: Transformer, src: torch.Tensor, name: str) -> None:
             f"{name} has {src.shape[1]} positions, more than the model's positional table, "
             f"config.max_len={config.max_len}"
         )
-    check_token_ids(src, name, config.src_vocab_size)
+    check_token_ids(src, name, config.src_vocab_size, wait=True)  # once per call: worth one wait on a GPU
 
 
 def _check_beam_args(src: torch.Tensor, beam_size: int, length_penalty: float) -> None:
@@ -169,7 +169,7 @@ def _check_log_prob_args(model: Transformer, src: torch.Tensor, tgt: torch.Tenso
         raise ValueError(f"tgt must hold bos and at least one token, got shape {tuple(tgt.shape)}")
     if tgt.shape[0] != src.shape[0]:
         raise ValueError(f"src and tgt must share the batch size, got {src.shape[0]} and {tgt.shape[0]}")
-    check_token_ids(tgt, "tgt", model.config.tgt_vocab_size)
+    check_token_ids(tgt, "tgt", model.config.tgt_vocab_size, wait=True)
     if tgt.shape[1] - 1 > model.config.max_len:
         raise ValueError(
             f"tgt has {tgt.shape[1]} tokens: the decoder reads all but the last, more than the model's "

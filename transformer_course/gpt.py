@@ -250,7 +250,7 @@ def _check_generate_args(
     check_tensor(ids, "ids", ndim=2, floating=False)
     if ids.shape[1] == 0:
         raise ValueError("ids is empty: the prompt needs at least one token (e.g. <bos>), shape (B, T >= 1)")
-    check_token_ids(ids, "ids", model.vocab_size)
+    check_token_ids(ids, "ids", model.vocab_size, wait=True)  # once per call: worth one wait on a GPU
     check_positive_int(max_new_tokens, "max_new_tokens")
     if ids.shape[1] > model.max_len:
         raise ValueError(f"ids has {ids.shape[1]} positions, longer than the model's max_len={model.max_len}")

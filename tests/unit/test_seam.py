@@ -285,6 +285,53 @@ def test_token_ids_off_the_cpu_are_checked_without_reading_them(monkeypatch):
     assert queued == [(False, "ids: expected ids in [0, 29] (vocab_size=30)")]
 
 
+def test_a_door_that_runs_once_per_call_reads_the_ids_off_the_cpu_too(monkeypatch):
+    # Decoding and generation run once per call: there the ValueError is worth one wait, even on a GPU.
+    queued = []
+    monkeypatch.setattr(torch, "_assert_async", lambda cond, message: queued.append((bool(cond), message)))
+
+    class FakeDevice:
+        type = "cuda"
+
+    ids = torch.tensor([[1, 2, 40]])
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda self: FakeDevice()))
+    with pytest.raises(ValueError, match=r"ids: ids in \[1, 40\], expected ids in \[0, 29\]"):
+        _validate.check_token_ids(ids, "ids", 30, wait=True)
+    monkeypatch.undo()
+    assert queued == []
+
+
+@pytest.mark.parametrize(
+    ("module", "call"),
+    [
+        ("decoding", lambda model, ids: tc.greedy_decode(model, ids, 4, 1, 2)),
+        ("decoding", lambda model, ids: tc.beam_search(model, ids, 2, 4, 1, 2)),
+        ("decoding", lambda model, ids: tc.decoding.sequence_log_prob(model, ids, ids)),
+        ("gpt", lambda model, ids: tc.generate(model, ids, 2)),
+    ],
+    ids=["greedy_decode", "beam_search", "sequence_log_prob", "generate"],
+)
+def test_decoding_and_generation_wait_for_their_ids(monkeypatch, module, call):
+    # Each checks its ids with wait=True; the model's forward inside runs within the door and checks nothing.
+    waits = []
+    original = _validate.check_token_ids
+
+    def recording(ids, name, vocab_size, wait=False):
+        waits.append((name, wait))
+        return original(ids, name, vocab_size, wait)
+
+    monkeypatch.setattr(getattr(tc, module), "check_token_ids", recording)
+    for other in ("model", "gpt", "embedding"):  # a forward's own check, were it reached, would show up too
+        monkeypatch.setattr(getattr(tc, other), "check_token_ids", recording, raising=False)
+    torch.manual_seed(0)
+    if module == "gpt":
+        model = tc.GPT(12, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=8)
+    else:
+        model = tc.Transformer(12, 12, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    call(model, torch.tensor([[3, 4, 5]]))
+    assert waits and all(wait for _, wait in waits), waits
+
+
 # ----------------------------------------------------------------------------------------- checked once
 
 
