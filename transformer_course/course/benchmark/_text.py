@@ -7,7 +7,7 @@
   training text as prior.
 
 Budgets are CPU seconds of this process (`time.process_time`, all its threads together), so that a machine
-shared with other work gives the same number of steps; the wall-clock seconds are printed beside them. The
+shared with other work gives about the same number of steps; the wall-clock seconds are printed beside them. The
 number of steps for a budget comes from the CPU time of a few timed steps of a throwaway model.
 """
 
