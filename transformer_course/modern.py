@@ -114,8 +114,9 @@ class RotaryEmbedding(nn.Module):
 
     Pair i (features i and i + d/2) turns by the angle m · θ^(-2i/d) at position m: fast turns for the first
     pairs, slow ones for the last. The frequencies and angles stay in float32 even when the model is cast
-    (`.to(torch.bfloat16)`, `.half()`): rounded to 8 bits of mantissa, the angles of far positions would be off
-    by whole radians. The attention casts cos and sin to its own dtype only after they are computed.
+    (`.to(torch.bfloat16)`, `.half()`): rounded to bfloat16's 8 significant bits (7 stored), the angles of far
+    positions would be off by whole radians. The attention casts cos and sin to its own dtype only after they are
+    computed.
     """
 
     def __init__(self, head_dim: int, theta: float = 10000.0):

@@ -9,12 +9,16 @@ words of its message), with the reference solution and the checks common to ever
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 import transformer_course as tc
 from transformer_course import modern
-from transformer_course.course.exercises import check
+from transformer_course.course.exercises import check, solutions
 
 
 def test_the_refused_functions_are_given_back_after_each_check():
@@ -438,3 +442,86 @@ WRONG_ANSWERS["grouped_attention"] = [
     (grouped_scaled_by_model_width, "scale_by_model_width", "model's width"),
     (grouped_keeps_groups, None, "shape"),
 ]
+
+
+# ---- the reference solution of exercise 19.3 makes no copy of the key/value heads, as the exercise promises
+
+
+class _Reads(TorchDispatchMode):
+    """Records every aten operation that is given a tensor sharing memory with one of `watched`."""
+
+    def __init__(self, *watched):
+        super().__init__()
+        self.memory = {t.untyped_storage().data_ptr() for t in watched}
+        self.reads = []  # (operation, strides of the tensor it was given)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for t in tree_leaves((args, kwargs)):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in self.memory:
+                self.reads.append((func, t.stride()))
+        return func(*args, **kwargs)
+
+
+MATRIX_PRODUCTS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default)
+COPYING = ("aten::clone", "aten::copy_", "aten::contiguous", "aten::repeat", "aten::cat", "aten::index")
+
+
+def copies_of_the_kv_heads(fn, q, k, v):
+    """What `fn(q, k, v)` does to k's and v's memory other than viewing it or multiplying it as it lies, and the
+    copying operations, nested ones included, given a tensor n_rep times the size of k (q's size too: give a
+    contiguous q, which the solution only views)."""
+    with _Reads(k, v) as reads:
+        fn(q, k, v)
+    # A matrix product reads a view as it lies, unless the view broadcasts (a stride 0), which the kernel expands.
+    touched = [str(f) for f, strides in reads.reads if not (f.is_view or (f in MATRIX_PRODUCTS and 0 not in strides))]
+    repeated = k.numel() * (q.shape[1] // k.shape[1])
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn(q, k, v)
+    for event in prof.events():
+        if event.name in COPYING and any(math.prod(s) == repeated for s in event.input_shapes if s):
+            touched.append(event.name)
+    return touched
+
+
+@pytest.mark.parametrize("n_heads, n_kv_heads", [(4, 2), (6, 2), (8, 1)])
+def test_the_grouped_attention_solution_never_copies_the_key_value_heads(n_heads, n_kv_heads):
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, n_heads, 5, 8, generator=g)  # d = 8 and T = 5: a score matrix is not k's size
+    k, v = torch.randn(2, n_kv_heads, 5, 8, generator=g), torch.randn(2, n_kv_heads, 5, 8, generator=g)
+    assert copies_of_the_kv_heads(solutions.grouped_attention, q, k, v) == []
+    assert torch.allclose(solutions.grouped_attention(q, k, v), grouped(q, k, v), atol=1e-6)
+    # The same values, copied: broadcasting k (B, H_kv, 1, T, d) over the group makes torch.matmul expand it into
+    # n_rep copies, and tc.repeat_kv lays them out; the test sees both.
+    assert "aten.clone.default" in copies_of_the_kv_heads(grouped, q, k, v)
+    assert copies_of_the_kv_heads(grouped_with_repeat_kv, q, k, v) != []
+
+
+def copies_of(x, fn, q, k, v):
+    """The strides of each tensor on x's memory that `fn(q, k, v)` copies or hands to anything but a view or a
+    matrix product reading it as it lies; a 0 stride is a copy of x broadcast over the group, n_rep times."""
+    with _Reads(x) as reads:
+        fn(q, k, v)
+    return [strides for f, strides in reads.reads if not (f.is_view or (f in MATRIX_PRODUCTS and 0 not in strides))]
+
+
+@pytest.mark.parametrize("n_heads, n_kv_heads", [(4, 2), (6, 2), (8, 1)])
+def test_the_grouped_attention_solution_copies_a_transposed_key_value_view_at_most_once(n_heads, n_kv_heads):
+    # k and v as GroupedQueryAttention.forward makes v: (B, T, H_kv, d) viewed as (B, H_kv, T, d). torch.matmul
+    # cannot merge such a view's batch axes into one (unless H_kv = 1) and copies it, once, at its own size.
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, n_heads, 5, 8, generator=g)
+    k, v = (torch.randn(2, 5, n_kv_heads, 8, generator=g).transpose(1, 2) for _ in "kv")
+    assert torch.allclose(solutions.grouped_attention(q, k, v), grouped(q, k, v), atol=1e-6)
+    for x in (k, v):
+        copies = copies_of(x, solutions.grouped_attention, q, k, v)
+        assert len(copies) <= 1 and all(0 not in strides for strides in copies), copies
+        # Broadcasting over the group copies the same view n_rep times: a 0 stride, which the test sees.
+        assert any(0 in strides for strides in copies_of(x, grouped, q, k, v))
+    # Nor is any copying operation given a tensor n_rep times k's size, nor are there more than two clones of
+    # k's size (one of k, one of v), copies of copies included: the profiler sees nested operations too.
+    assert set(copies_of_the_kv_heads(solutions.grouped_attention, q, k, v)) <= {"aten.clone.default"}
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        solutions.grouped_attention(q, k, v)
+    clones = [e for e in prof.events() if e.name == "aten::clone" and math.prod(e.input_shapes[0]) == k.numel()]
+    assert len(clones) <= 2  # k's size (2 · H_kv · 5 · 8) is no other tensor's here: T = 5, d = 8

@@ -345,15 +345,20 @@ def check_swiglu(fn) -> Result:
 @solution
 def grouped_attention(q, k, v):
     """Causal attention, q (B, H, T, d), k and v (B, H_kv, T, d) -> (B, H, T, d); query head j reads KV head
-    j // (H / H_kv), and the key/value heads are never copied."""
+    j // (H / H_kv), and the key/value heads are never copied n_rep times: the n_rep query heads of a group are
+    folded into one sequence n_rep · T long, which meets its key/value head in one matrix product. A contiguous
+    k or v is not copied at all; one whose batch axes cannot be merged, such as a .transpose(1, 2) view, is
+    copied once by torch.matmul."""
     batch, n_heads, length, d = q.shape
     n_kv_heads = k.shape[1]
-    q = q.view(batch, n_kv_heads, n_heads // n_kv_heads, length, d)  # (B, H, T, d) -> (B, H_kv, n_rep, T, d)
-    k, v = k[:, :, None], v[:, :, None]  # (B, H_kv, 1, T, d): broadcast over the n_rep heads of a group
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (B, H_kv, n_rep, T, T)
+    n_rep = n_heads // n_kv_heads
+    # A group's n_rep heads, end to end: one query sequence n_rep · T long per key/value head.
+    q = q.reshape(batch, n_kv_heads, n_rep * length, d)  # (B, H, T, d) -> (B, H_kv, n_rep · T, d)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (B, H_kv, n_rep · T, T): k's own axes, nothing broadcast
     future = torch.ones(length, length, dtype=torch.bool, device=q.device).triu(1)  # True: a later position
+    future = future.repeat(n_rep, 1)  # (n_rep · T, T): row r · T + t holds the query at position t
     weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
-    return (weights @ v).reshape(batch, n_heads, length, d)  # (B, H_kv, n_rep, T, d) -> (B, H, T, d)
+    return (weights @ v).reshape(batch, n_heads, length, d)  # (B, H_kv, n_rep · T, d) -> (B, H, T, d)
 
 
 def _attend(q, k, v, scale=None, diagonal=1, fill=float("-inf"), softmax_dim=-1, after_softmax=False, causal=True):
@@ -410,14 +415,14 @@ _GROUPED_MISTAKES = (
         "tiled_groups",
         lambda q, k, v: _grouped_variant(q, k, v, keys="tiled", values="tiled"),
         "the groups are tiled: query head j read key/value head j % H_kv (0, 1, 0, 1, ...); Llama's groups are "
-        "consecutive (0, 0, 1, 1, ...), query head j reads head j // n_rep. View q as (B, H_kv, n_rep, T, d), "
-        "the group axis before the heads within it.",
+        "consecutive (0, 0, 1, 1, ...), query head j reads head j // n_rep. Reshape q to (B, H_kv, n_rep · T, "
+        "d): the group axis comes before the heads within it.",
     ),
     Mistake(
         "output_heads_tiled",
         lambda q, k, v: _grouped_variant(q, k, v, output="tiled"),
         "each query head reads the right key/value head, but the output's heads come back in another order: "
-        "(B, H_kv, n_rep, T, d) reshapes to (B, H, T, d) directly, without a transpose, to undo the view of q.",
+        "(B, H_kv, n_rep · T, d) reshapes to (B, H, T, d) directly, without a transpose, to undo the reshape of q.",
     ),
     Mistake(
         "values_tiled",
