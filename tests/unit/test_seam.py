@@ -270,35 +270,33 @@ def test_the_rope_test_would_catch_unrotated_keys():
 # ----------------------------------------------------------------------------------------- the GPU path
 
 
-def test_token_ids_off_the_cpu_are_checked_without_reading_them(monkeypatch):
-    # On a GPU, reading the ids would make the host wait at every call: the check is queued instead.
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Every tensor reports a CUDA device and torch._assert_async only records what it is given: the record.
+    A test calls monkeypatch.undo() once it is done with the fake device."""
     queued = []
     monkeypatch.setattr(torch, "_assert_async", lambda cond, message: queued.append((bool(cond), message)))
 
     class FakeDevice:
         type = "cuda"
 
-    ids = torch.tensor([[1, 2, 40]])
     monkeypatch.setattr(torch.Tensor, "device", property(lambda self: FakeDevice()))
-    _validate.check_token_ids(ids, "ids", 30)
+    return queued
+
+
+def test_token_ids_off_the_cpu_are_checked_without_reading_them(fake_gpu, monkeypatch):
+    # On a GPU, reading the ids would make the host wait at every call: a forward's check is queued instead.
+    _validate.check_token_ids(torch.tensor([[1, 2, 40]]), "ids", 30)
     monkeypatch.undo()
-    assert queued == [(False, "ids: expected ids in [0, 29] (vocab_size=30)")]
+    assert fake_gpu == [(False, "ids: expected ids in [0, 29] (vocab_size=30)")]
 
 
-def test_a_door_that_runs_once_per_call_reads_the_ids_off_the_cpu_too(monkeypatch):
+def test_a_door_that_runs_once_per_call_reads_the_ids_off_the_cpu_too(fake_gpu, monkeypatch):
     # Decoding and generation run once per call: there the ValueError is worth one wait, even on a GPU.
-    queued = []
-    monkeypatch.setattr(torch, "_assert_async", lambda cond, message: queued.append((bool(cond), message)))
-
-    class FakeDevice:
-        type = "cuda"
-
-    ids = torch.tensor([[1, 2, 40]])
-    monkeypatch.setattr(torch.Tensor, "device", property(lambda self: FakeDevice()))
     with pytest.raises(ValueError, match=r"ids: ids in \[1, 40\], expected ids in \[0, 29\]"):
-        _validate.check_token_ids(ids, "ids", 30, wait=True)
+        _validate.check_token_ids(torch.tensor([[1, 2, 40]]), "ids", 30, wait=True)
     monkeypatch.undo()
-    assert queued == []
+    assert fake_gpu == []
 
 
 @pytest.mark.parametrize(
