@@ -347,8 +347,8 @@ def grouped_attention(q, k, v):
     """Causal attention, q (B, H, T, d), k and v (B, H_kv, T, d) -> (B, H, T, d); query head j reads KV head
     j // (H / H_kv), and the key/value heads are never copied n_rep times: the n_rep query heads of a group are
     folded into one sequence n_rep · T long, which meets its key/value head in one matrix product. A contiguous
-    k or v is not copied at all; one whose batch axes cannot be merged, such as a .transpose(1, 2) view, is
-    copied once by torch.matmul."""
+    k or v is not copied at all; one whose batch axes cannot be merged, such as a .transpose(1, 2) view of a
+    (B, T, H_kv, d) tensor with B, T and H_kv all above 1, is copied once by torch.matmul."""
     batch, n_heads, length, d = q.shape
     n_kv_heads = k.shape[1]
     n_rep = n_heads // n_kv_heads
