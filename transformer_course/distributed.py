@@ -55,7 +55,8 @@ def setup(device: torch.device | str | None = None, timeout: datetime.timedelta 
     """Join the process group torchrun started (one process per device), or return rank 0 of 1 without it.
 
     device defaults to GPU LOCAL_RANK when the machine has a GPU for each of its processes (they share its
-    GPUs out by local rank), else the CPU for every process (one GPU cannot serve two ranks: NCCL refuses);
+    GPUs out by local rank), else the CPU for every process (NCCL expects a GPU per rank: two ranks on one GPU fail,
+    by users' reports, with its "Duplicate GPU detected" error);
     "cuda" without an index also means GPU LOCAL_RANK. The backend follows the device: NCCL for GPUs, gloo
     for the CPU. timeout bounds how long a collective waits for the other processes (PyTorch's default:
     10 minutes for NCCL, 30 for gloo), e.g. while rank 0 evaluates.
