@@ -320,7 +320,7 @@ def test_decoding_and_generation_wait_for_their_ids(monkeypatch, module, call):
 
     monkeypatch.setattr(getattr(tc, module), "check_token_ids", recording)
     for other in ("model", "gpt", "embedding"):  # a forward's own check, were it reached, would show up too
-        monkeypatch.setattr(getattr(tc, other), "check_token_ids", recording, raising=False)
+        monkeypatch.setattr(getattr(tc, other), "check_token_ids", recording)
     torch.manual_seed(0)
     if module == "gpt":
         model = tc.GPT(12, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=8)

@@ -467,14 +467,22 @@ MATRIX_PRODUCTS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default)
 COPYING = ("aten::clone", "aten::copy_", "aten::contiguous", "aten::repeat", "aten::cat", "aten::index")
 
 
+def unviewed_reads(watched, fn, q, k, v):
+    """(operation, strides) of what `fn(q, k, v)` does to the memory of the `watched` tensors other than viewing it
+    or multiplying it as it lies."""
+    with _Reads(*watched) as reads:
+        fn(q, k, v)
+    # A matrix product reads a view as it lies, unless the view broadcasts (a stride 0), which the kernel expands.
+    return [
+        (f, strides) for f, strides in reads.reads if not (f.is_view or (f in MATRIX_PRODUCTS and 0 not in strides))
+    ]
+
+
 def copies_of_the_kv_heads(fn, q, k, v):
     """What `fn(q, k, v)` does to k's and v's memory other than viewing it or multiplying it as it lies, and the
     copying operations, nested ones included, given a tensor n_rep times the size of k (q's size too: give a
     contiguous q, which the solution only views)."""
-    with _Reads(k, v) as reads:
-        fn(q, k, v)
-    # A matrix product reads a view as it lies, unless the view broadcasts (a stride 0), which the kernel expands.
-    touched = [str(f) for f, strides in reads.reads if not (f.is_view or (f in MATRIX_PRODUCTS and 0 not in strides))]
+    touched = [str(f) for f, _ in unviewed_reads((k, v), fn, q, k, v)]
     repeated = k.numel() * (q.shape[1] // k.shape[1])
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         fn(q, k, v)
@@ -500,9 +508,7 @@ def test_the_grouped_attention_solution_never_copies_the_key_value_heads(n_heads
 def copies_of(x, fn, q, k, v):
     """The strides of each tensor on x's memory that `fn(q, k, v)` copies or hands to anything but a view or a
     matrix product reading it as it lies; a 0 stride is a copy of x broadcast over the group, n_rep times."""
-    with _Reads(x) as reads:
-        fn(q, k, v)
-    return [strides for f, strides in reads.reads if not (f.is_view or (f in MATRIX_PRODUCTS and 0 not in strides))]
+    return [strides for _, strides in unviewed_reads((x,), fn, q, k, v)]
 
 
 @pytest.mark.parametrize("n_heads, n_kv_heads", [(4, 2), (6, 2), (8, 1)])
